@@ -1,0 +1,87 @@
+"""The one interface every backend implements.
+
+A backend holds one sequence's KV state. ``length`` is the number of tokens in its
+cache. ``forward(ids)`` appends ids and returns float32 logits for every appended
+position, shape (len(ids), vocab_size): row i is the next-token logits after ids[i].
+``rollback(n)`` truncates the cache to its first n tokens, really removing the
+entries past n so that a re-feed recomputes them.
+"""
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+
+@dataclass
+class BackendInfo:
+    """What provenance records about a loaded model."""
+
+    backend: str
+    model: str
+    vocab_size: int
+    device: str = "cpu"
+    dtype: str = ""
+    files: list[dict[str, Any]] = field(default_factory=list)
+    settings: dict[str, Any] = field(default_factory=dict)
+
+
+class Backend(ABC):
+    name: str = "base"
+
+    def __init__(self) -> None:
+        self.length = 0
+
+    @property
+    @abstractmethod
+    def vocab_size(self) -> int: ...
+
+    @property
+    @abstractmethod
+    def eos_ids(self) -> frozenset[int]: ...
+
+    @abstractmethod
+    def encode(self, text: str) -> list[int]: ...
+
+    @abstractmethod
+    def decode(self, ids: list[int]) -> str: ...
+
+    @abstractmethod
+    def _forward(self, ids: list[int]) -> np.ndarray:
+        """Append ids at positions length.. and return their logits (n, V) float32."""
+
+    @abstractmethod
+    def _truncate(self, n: int) -> None:
+        """Drop cache entries at positions >= n."""
+
+    @abstractmethod
+    def info(self) -> BackendInfo: ...
+
+    def chat_prompt(self, instruction: str) -> str:
+        """The instruction rendered with the model's chat template (identity if none)."""
+        return instruction
+
+    def forward(self, ids: list[int]) -> np.ndarray:
+        if not ids:
+            raise ValueError("forward() needs at least one token")
+        logits = self._forward(ids)
+        self.length += len(ids)
+        return logits
+
+    def rollback(self, n: int) -> None:
+        if not 0 <= n <= self.length:
+            raise ValueError(f"rollback to {n} outside cache of length {self.length}")
+        if n < self.length:
+            self._truncate(n)
+            self.length = n
+
+    def reset(self) -> None:
+        self.rollback(0)
+
+    def synchronize(self) -> None:
+        """Wait for queued device work; called before every clock read."""
+
+    def close(self) -> None:
+        """Release model memory."""

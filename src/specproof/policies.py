@@ -1,0 +1,226 @@
+"""Speculation-length policies: how many tokens to draft in the next round (0 = a
+target-only step).
+
+Cost model (per round, ms): T(K) = K * c_draft + v(K + 1) + x, with c_draft the draft
+cost per drafted token, v(B) the target's cost to verify B positions in one round and
+x the residual (sampling, bookkeeping). Expected committed tokens per round, with
+alpha_i the acceptance probability at draft position i given positions < i accepted:
+
+    E[C | K] = 1 + sum_{j=1..K} prod_{i=1..j} alpha_i      (the +1 is the correction/bonus)
+
+Expected throughput: E[C | K] / T(K) tokens/ms; target-only throughput 1 / t_target.
+"""
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+
+import numpy as np
+
+
+@dataclass
+class RoundObservation:
+    k: int                 # tokens drafted (0 for a target-only step)
+    accepted: int          # drafted tokens accepted
+    draft_ns: int
+    verify_ns: int         # target time for this round
+    verify_positions: int  # B: positions the target scored
+    residual_ns: int
+
+
+class Policy(ABC):
+    name = "policy"
+
+    @abstractmethod
+    def next_k(self) -> int: ...
+
+    def observe(self, obs: RoundObservation) -> None:
+        """Learn from a finished round."""
+
+    def describe(self) -> dict:
+        return {"policy": self.name}
+
+
+class FixedPolicy(Policy):
+    name = "fixed"
+
+    def __init__(self, k: int):
+        self.k = int(k)
+
+    def next_k(self) -> int:
+        return self.k
+
+    def describe(self) -> dict:
+        return {"policy": self.name, "k": self.k}
+
+
+class CostModel:
+    """Online estimates of alpha_i, c_draft, v(B), x and t_target (exponential moving
+    averages with weight ``ema``; alpha_i ~ Beta(prior_accept, prior_reject) posterior
+    mean, positions never reached inherit the deepest estimate)."""
+
+    def __init__(self, k_max: int, ema: float = 0.2, prior_accept: float = 4.0,
+                 prior_reject: float = 1.0):
+        self.k_max = k_max
+        self.ema = ema
+        self.reached = np.zeros(k_max + 1)
+        self.accepted = np.zeros(k_max + 1)
+        self.prior = (prior_accept, prior_reject)
+        self.draft_ns_per_token: float | None = None
+        self.verify_ns: dict[int, float] = {}
+        self.residual_ns: float = 0.0
+        self.target_step_ns: float | None = None
+
+    def _avg(self, old: float | None, new: float) -> float:
+        return new if old is None else (1 - self.ema) * old + self.ema * new
+
+    def update(self, obs: RoundObservation) -> None:
+        b = obs.verify_positions
+        if b > 0:
+            self.verify_ns[b] = self._avg(self.verify_ns.get(b), obs.verify_ns)
+        if obs.k == 0:
+            self.target_step_ns = self._avg(self.target_step_ns, obs.verify_ns + obs.residual_ns)
+            return
+        self.residual_ns = self._avg(self.residual_ns or None, obs.residual_ns)
+        self.draft_ns_per_token = self._avg(self.draft_ns_per_token, obs.draft_ns / obs.k)
+        reached = min(obs.k, obs.accepted + 1)
+        self.reached[1:reached + 1] += 1
+        self.accepted[1:obs.accepted + 1] += 1
+
+    def alpha(self) -> np.ndarray:
+        a, b = self.prior
+        alpha = (self.accepted[1:] + a) / (self.reached[1:] + a + b)
+        seen = np.flatnonzero(self.reached[1:] > 0)
+        if seen.size:
+            alpha[seen[-1] + 1:] = alpha[seen[-1]]
+        return alpha
+
+    def expected_committed(self, k: int) -> float:
+        """E[C | K] = 1 + sum_j prod_{i<=j} alpha_i."""
+        return 1.0 + float(np.cumprod(self.alpha()[:k]).sum())
+
+    def verify_cost(self, b: int) -> float | None:
+        """v(B): measured mean, else a least-squares line through measured B, else flat."""
+        if b in self.verify_ns:
+            return self.verify_ns[b]
+        if not self.verify_ns:
+            return None
+        bs = np.array(sorted(self.verify_ns), dtype=float)
+        vs = np.array([self.verify_ns[int(x)] for x in bs])
+        if bs.size == 1:
+            return float(vs[0])
+        slope, icpt = np.polyfit(bs, vs, 1)
+        return float(max(icpt + max(slope, 0.0) * b, vs.min()))
+
+    def round_cost(self, k: int) -> float | None:
+        v = self.verify_cost(k + 1)
+        if v is None or self.draft_ns_per_token is None:
+            return None
+        return k * self.draft_ns_per_token + v + self.residual_ns
+
+    def best_k(self) -> tuple[int, float | None]:
+        """argmax_K E[C|K] / T(K) over 1..k_max, with its throughput (tokens/ns)."""
+        best, best_rate = self.k_max, None
+        for k in range(1, self.k_max + 1):
+            cost = self.round_cost(k)
+            if cost is None:
+                return self.k_max, None
+            rate = self.expected_committed(k) / cost
+            if best_rate is None or rate > best_rate:
+                best, best_rate = k, rate
+        return best, best_rate
+
+    def predicted_speedup(self) -> float | None:
+        """S = rate(K*) * t_target: > 1 means speculation is predicted to pay off."""
+        _, rate = self.best_k()
+        if rate is None or self.target_step_ns is None:
+            return None
+        return rate * self.target_step_ns
+
+
+class AdaptivePolicy(Policy):
+    """Choose K* = argmax_K E[C|K] / T(K) after every round; every ``explore_every``
+    rounds try K* +/- 1 so v(B) is measured around the optimum."""
+
+    name = "adaptive"
+
+    def __init__(self, k_max: int = 8, k_start: int = 4, explore_every: int = 8):
+        self.model = CostModel(k_max)
+        self.k = min(k_start, k_max)
+        self.explore_every = explore_every
+        self.rounds = 0
+
+    def next_k(self) -> int:
+        return self.k
+
+    def observe(self, obs: RoundObservation) -> None:
+        self.model.update(obs)
+        if obs.k == 0:
+            return
+        self.rounds += 1
+        k_best, _ = self.model.best_k()
+        if self.explore_every and self.rounds % self.explore_every == 0:
+            step = 1 if (self.rounds // self.explore_every) % 2 else -1
+            k_best = int(np.clip(k_best + step, 1, self.model.k_max))
+        self.k = k_best
+
+    def describe(self) -> dict:
+        return {"policy": self.name, "k_max": self.model.k_max}
+
+
+class GuardPolicy(Policy):
+    """Speculate (adaptively) only while the predicted speedup S = rate(K*) * t_target
+    is >= 1; otherwise take target-only steps and probe one speculative round after
+    ``probe_interval`` tokens, doubling the interval after every failed probe (up to
+    ``max_interval``). Starts with ``warmup`` target-only steps to measure t_target."""
+
+    name = "guard"
+
+    def __init__(self, k_max: int = 8, k_start: int = 4, warmup: int = 2,
+                 probe_interval: int = 16, max_interval: int = 256):
+        self.inner = AdaptivePolicy(k_max=k_max, k_start=k_start)
+        self.warmup = warmup
+        self.base_interval = probe_interval
+        self.interval = probe_interval
+        self.max_interval = max_interval
+        self.target_steps_left = warmup
+
+    @property
+    def model(self) -> CostModel:
+        return self.inner.model
+
+    def next_k(self) -> int:
+        if self.target_steps_left > 0:
+            return 0
+        return self.inner.next_k()
+
+    def observe(self, obs: RoundObservation) -> None:
+        self.inner.observe(obs)
+        if obs.k == 0:
+            self.target_steps_left = max(self.target_steps_left - 1, 0)
+            return
+        s = self.model.predicted_speedup()
+        if s is not None and s < 1.0:
+            self.target_steps_left = self.interval
+            self.interval = min(2 * self.interval, self.max_interval)
+        else:
+            self.interval = self.base_interval
+
+    def describe(self) -> dict:
+        return {"policy": self.name, "k_max": self.model.k_max,
+                "probe_interval": self.base_interval}
+
+
+def make_policy(name: str, k: int) -> Policy:
+    """``fixed`` uses K; ``adaptive`` and ``guard`` search 1..K."""
+    if k < 1:
+        from .errors import ConfigError
+        raise ConfigError(f"K must be >= 1 (got {k})")
+    if name == "fixed":
+        return FixedPolicy(k)
+    if name == "adaptive":
+        return AdaptivePolicy(k_max=k, k_start=max(1, k // 2))
+    if name == "guard":
+        return GuardPolicy(k_max=k, k_start=max(1, k // 2))
+    from .errors import ConfigError
+    raise ConfigError(f"unknown policy {name!r}: choose fixed, adaptive or guard")
