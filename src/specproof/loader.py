@@ -1,0 +1,60 @@
+"""Build backends and drafters from plain dicts (study configs and CLI flags share it).
+
+A model spec: {backend: hf|llama|mock, model: 'embedded:<name>' | local path, ...}
+hf: device, dtype, threads; llama: n_ctx, n_batch, n_ubatch, n_threads;
+mock: vocab_size, seed, noise, batch_variance, latency_ms, per_token_ms.
+A draft spec may instead be {kind: ngram, max_ngram, min_ngram}.
+"""
+from __future__ import annotations
+
+from .backends.base import Backend
+from .drafters import Drafter, ModelDrafter, NGramDrafter
+from .errors import ConfigError
+from .models import resolve
+
+BACKENDS = ("hf", "llama", "mock")
+_PROBE_TEXT = "def fibonacci(n):\n    return n if n < 2 else fibonacci(n - 1) + fibonacci(n - 2)  # café"
+
+
+def load_backend(spec: dict) -> Backend:
+    kind = spec.get("backend")
+    if kind == "mock":
+        from .backends.mock import MockBackend
+        keys = ("vocab_size", "seed", "order", "scale", "noise", "noise_seed", "batch_variance",
+                "latency_ms", "per_token_ms", "eos_id")
+        return MockBackend(**{k: spec[k] for k in keys if k in spec})
+    if kind not in BACKENDS:
+        raise ConfigError(f"backend must be one of {BACKENDS} (got {kind!r})")
+    if not spec.get("model"):
+        raise ConfigError(f"{kind} backend needs a model (embedded:<name> or a local path)")
+    path = resolve(str(spec["model"]))
+    if kind == "hf":
+        from .backends.hf import HFBackend
+        return HFBackend(path, device=spec.get("device", "cpu"), dtype=spec.get("dtype", "float32"),
+                         threads=spec.get("threads"))
+    from .backends.llama import LlamaCppBackend
+    return LlamaCppBackend(path, n_ctx=spec.get("n_ctx", 2048), n_batch=spec.get("n_batch", 512),
+                           n_ubatch=spec.get("n_ubatch", 512), n_threads=spec.get("threads"))
+
+
+def check_same_vocabulary(target: Backend, draft: Backend) -> None:
+    """Refuse a draft whose vocabulary differs: sizes must match and both tokenizers
+    must map a probe text to the same ids."""
+    t_name, d_name = target.info().model, draft.info().model
+    if target.vocab_size != draft.vocab_size:
+        raise ConfigError(f"draft {d_name} has vocabulary {draft.vocab_size}, target {t_name} has "
+                          f"{target.vocab_size}: speculative decoding needs one shared vocabulary")
+    if target.name != "mock" and draft.name != "mock" and \
+            target.encode(_PROBE_TEXT) != draft.encode(_PROBE_TEXT):
+        raise ConfigError(f"draft {d_name} tokenizes differently from target {t_name}: "
+                          "speculative decoding needs one shared vocabulary")
+
+
+def load_drafter(spec: dict | None, target: Backend, temperature: float, seed: int) -> Drafter | None:
+    if spec is None:
+        return None
+    if spec.get("kind") == "ngram" or spec.get("backend") == "ngram":
+        return NGramDrafter(max_ngram=spec.get("max_ngram", 3), min_ngram=spec.get("min_ngram", 1))
+    backend = load_backend(spec)
+    check_same_vocabulary(target, backend)
+    return ModelDrafter(backend, temperature=temperature, seed=seed)
