@@ -90,7 +90,7 @@ def _check_prompt(prompt_ids: list[int]) -> None:
 def _prefill(target: Backend, prompt_ids: list[int]) -> None:
     target.reset()
     if len(prompt_ids) > 1:
-        target.forward(prompt_ids[:-1])
+        target.forward(prompt_ids[:-1], last_only=True)
     target.synchronize()
 
 

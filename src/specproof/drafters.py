@@ -65,7 +65,7 @@ class ModelDrafter(Drafter):
         self.backend.reset()
         self._pushed = []
         if len(context) > 1:  # prefill all but the last prompt token, like the target
-            self.backend.forward(context[:-1])
+            self.backend.forward(context[:-1], last_only=True)
             self._pushed = list(context[:-1])
 
     def _draw(self, logits: np.ndarray) -> tuple[int, np.ndarray | None]:
@@ -81,7 +81,7 @@ class ModelDrafter(Drafter):
         qs: list[np.ndarray] = []
         feed = missing
         for _ in range(k):
-            logits = self.backend.forward(feed)[-1]
+            logits = self.backend.forward(feed, last_only=True)[0]
             self._pushed.extend(feed)
             tok, q = self._draw(logits)
             tokens.append(tok)

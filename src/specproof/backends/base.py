@@ -2,7 +2,8 @@
 
 A backend holds one sequence's KV state. ``length`` is the number of tokens in its
 cache. ``forward(ids)`` appends ids and returns float32 logits for every appended
-position, shape (len(ids), vocab_size): row i is the next-token logits after ids[i].
+position, shape (len(ids), vocab_size): row i is the next-token logits after ids[i]
+(``last_only=True``: only the last row, shape (1, vocab_size)).
 ``rollback(n)`` truncates the cache to its first n tokens, really removing the
 entries past n so that a re-feed recomputes them.
 """
@@ -49,8 +50,9 @@ class Backend(ABC):
     def decode(self, ids: list[int]) -> str: ...
 
     @abstractmethod
-    def _forward(self, ids: list[int]) -> np.ndarray:
-        """Append ids at positions length.. and return their logits (n, V) float32."""
+    def _forward(self, ids: list[int], last_only: bool) -> np.ndarray:
+        """Append ids at positions length.. and return their logits (n, V) float32,
+        or only the last position's (1, V) when ``last_only``."""
 
     @abstractmethod
     def _truncate(self, n: int) -> None:
@@ -63,10 +65,12 @@ class Backend(ABC):
         """The instruction rendered with the model's chat template (identity if none)."""
         return instruction
 
-    def forward(self, ids: list[int]) -> np.ndarray:
+    def forward(self, ids: list[int], last_only: bool = False) -> np.ndarray:
+        """Append ids; logits for every appended position, or (1, V) for the last one
+        (prefill and drafting need only that, and skip the other rows' LM head)."""
         if not ids:
             raise ValueError("forward() needs at least one token")
-        logits = self._forward(ids)
+        logits = self._forward(ids, last_only)
         self.length += len(ids)
         return logits
 

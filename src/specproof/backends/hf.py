@@ -85,11 +85,12 @@ class HFBackend(Backend):
                 add_generation_prompt=True)
         return instruction
 
-    def _forward(self, ids: list[int]) -> np.ndarray:
+    def _forward(self, ids: list[int], last_only: bool) -> np.ndarray:
         torch = self._torch
         with torch.inference_mode():
             inp = torch.tensor([ids], dtype=torch.long, device=self.device)
-            out = self.model(input_ids=inp, past_key_values=self.cache, use_cache=True)
+            out = self.model(input_ids=inp, past_key_values=self.cache, use_cache=True,
+                             logits_to_keep=1 if last_only else 0)
             logits = out.logits[0]
             if logits.dtype != torch.float32:
                 logits = logits.float()

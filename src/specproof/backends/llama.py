@@ -89,18 +89,23 @@ class LlamaCppBackend(Backend):
         fmt = Jinja2ChatFormatter(template=template, eos_token="", bos_token="")
         return fmt(messages=[{"role": "user", "content": instruction}]).prompt
 
-    def _forward(self, ids: list[int]) -> np.ndarray:
+    def _forward(self, ids: list[int], last_only: bool) -> np.ndarray:
         if self.length + len(ids) > self.settings["n_ctx"]:
             raise ConfigError(f"context of {self.length + len(ids)} tokens exceeds n_ctx="
                               f"{self.settings['n_ctx']}; raise n_ctx in the study config")
-        out = np.empty((len(ids), self._vocab), dtype=np.float32)
+        out = np.empty((1 if last_only else len(ids), self._vocab), dtype=np.float32)
         step = self.settings["n_batch"]
         for start in range(0, len(ids), step):
             chunk = ids[start:start + step]
-            self._batch.set_batch(batch=chunk, n_past=self.length + start, logits_all=True)
+            # set_batch always flags the chunk's last position; logits_all flags the rest
+            self._batch.set_batch(batch=chunk, n_past=self.length + start, logits_all=not last_only)
             self._ctx.decode(self._batch)
-            raw = np.ctypeslib.as_array(self._ctx.get_logits(), shape=(len(chunk) * self._vocab,))
-            out[start:start + len(chunk)] = raw.reshape(len(chunk), self._vocab)
+            rows = 1 if last_only else len(chunk)
+            raw = np.ctypeslib.as_array(self._ctx.get_logits(), shape=(rows * self._vocab,))
+            if last_only:
+                out[0] = raw
+            else:
+                out[start:start + rows] = raw.reshape(rows, self._vocab)
         return out
 
     def _truncate(self, n: int) -> None:

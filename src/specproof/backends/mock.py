@@ -60,7 +60,7 @@ class MockBackend(Backend):
             logits += self.noise * self._gauss(self.seed + 7919 * self.noise_seed, ctx)
         return logits.astype(np.float32)
 
-    def _forward(self, ids: list[int]) -> np.ndarray:
+    def _forward(self, ids: list[int], last_only: bool) -> np.ndarray:
         if self.latency_ms or self.per_token_ms:
             time.sleep((self.latency_ms + self.per_token_ms * len(ids)) / 1e3)
         out = np.empty((len(ids), self._vocab), dtype=np.float32)
@@ -70,7 +70,7 @@ class MockBackend(Backend):
         if self.batch_variance and len(ids) > 1:
             rng = np.random.Generator(np.random.PCG64([self.seed, 99, len(self._tokens)]))
             out += (self.batch_variance * rng.standard_normal(out.shape)).astype(np.float32)
-        return out
+        return out[-1:] if last_only else out
 
     def _truncate(self, n: int) -> None:
         del self._tokens[n:]

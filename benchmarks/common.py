@@ -1,0 +1,47 @@
+"""Shared helpers for benchmarks: prompts, timing, and writing result tables with the
+machine's provenance and the exact command."""
+from __future__ import annotations
+
+import shlex
+import statistics
+import sys
+import time
+from pathlib import Path
+
+from specproof.provenance import capture, summary_line
+
+RESULTS = Path(__file__).parent / "results"
+CODE_PROMPTS = [
+    'def is_palindrome(text: str) -> bool:\n    """Return True if text reads the same forwards and backwards."""\n',
+    'def merge_sorted(a: list[int], b: list[int]) -> list[int]:\n    """Merge two sorted lists into one sorted list."""\n',
+]
+CHAT_PROMPTS = [
+    "Give three tips for writing clear technical documentation.",
+    "Explain what a hash table is to a new programmer.",
+]
+
+
+def median_time(fn, repeats: int) -> float:
+    """Median wall seconds of fn() over repeats (after one warm-up call)."""
+    fn()
+    times = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times)
+
+
+def write_table(name: str, title: str, header: list[str], rows: list[list], notes: list[str]) -> Path:
+    prov = capture(Path(__file__).resolve().parents[1])
+    lines = [f"# {title}", "", f"Command: `{' '.join(shlex.quote(a) for a in [sys.executable.split('/')[-1], *sys.argv])}`",
+             "", f"Machine: {summary_line(prov)}", "",
+             "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    for r in rows:
+        lines.append("| " + " | ".join(f"{x:.3g}" if isinstance(x, float) else str(x) for x in r) + " |")
+    lines += [""] + [f"- {n}" for n in notes]
+    RESULTS.mkdir(exist_ok=True)
+    out = RESULTS / f"{name}.md"
+    out.write_text("\n".join(lines) + "\n")
+    print("\n".join(lines))
+    return out
