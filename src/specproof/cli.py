@@ -128,6 +128,13 @@ def cmd_decode(a) -> int:
     return 0
 
 
+def cmd_stage(a) -> int:
+    from pathlib import Path
+    from .stages import run_stage
+    run_stage(a.name, a.study, Path(a.results))
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="specproof", description=__doc__.splitlines()[0])
     sub = p.add_subparsers(dest="command", required=True)
@@ -144,6 +151,12 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("--repeats", type=int, default=1, help="A/B repetitions (median tokens/s)")
     d.add_argument("--json", action="store_true", help="print one JSON object")
     d.set_defaults(func=cmd_decode)
+
+    st = sub.add_parser("stage", help="run one pipeline stage of a study (used by the Snakemake rules)")
+    st.add_argument("name", help="stage name, e.g. reference, runs, micro")
+    st.add_argument("--study", required=True, help="study name (config/studies/<name>.yaml)")
+    st.add_argument("--results", required=True, help="the study's results directory")
+    st.set_defaults(func=cmd_stage)
     return p
 
 

@@ -93,7 +93,7 @@ class ModelDrafter(Drafter):
     def commit(self, context: list[int]) -> int:
         t0 = time.perf_counter_ns()
         keep = 0
-        limit = min(len(self._pushed), len(context))
+        limit = min(len(self._pushed), len(context) - 1)  # never cache the pending token
         while keep < limit and self._pushed[keep] == context[keep]:
             keep += 1
         self.backend.rollback(keep)

@@ -58,3 +58,39 @@ def load_drafter(spec: dict | None, target: Backend, temperature: float, seed: i
     backend = load_backend(spec)
     check_same_vocabulary(target, backend)
     return ModelDrafter(backend, temperature=temperature, seed=seed)
+
+
+class ModelPool:
+    """Loads each named target / draft of a study once and shares it between stages."""
+
+    def __init__(self, study):
+        self.study = study
+        self._targets: dict[str, Backend] = {}
+        self._drafts: dict[str, Backend] = {}
+
+    def target(self, name: str) -> Backend:
+        if name not in self._targets:
+            self._targets[name] = load_backend(self.study.target_spec(name))
+        return self._targets[name]
+
+    def drafter(self, name: str, target: Backend, temperature: float, seed: int) -> Drafter:
+        spec = self.study.draft_spec(name)
+        if spec.get("kind") == "ngram":
+            return NGramDrafter(max_ngram=spec.get("max_ngram", 3), min_ngram=spec.get("min_ngram", 1))
+        if name not in self._drafts:
+            self._drafts[name] = load_backend(spec)
+        check_same_vocabulary(target, self._drafts[name])
+        return ModelDrafter(self._drafts[name], temperature=temperature, seed=seed)
+
+    def draft_backend(self, name: str) -> Backend | None:
+        spec = self.study.draft_spec(name)
+        if spec.get("kind") == "ngram":
+            return None
+        if name not in self._drafts:
+            self._drafts[name] = load_backend(spec)
+        return self._drafts[name]
+
+    def release_target(self, name: str) -> None:
+        backend = self._targets.pop(name, None)
+        if backend is not None:
+            backend.close()

@@ -1,0 +1,270 @@
+"""The losslessness certificate at three levels, its calibration, and a
+dependence-respecting two-sample check.
+
+Level 1 (synthetic p, q): the acceptance step's output law, enumerated exactly, and
+50,000 seeded draws against p (chi-square).
+Level 2 (mock model, p known exactly): PIT of sampled speculative tokens under the
+exact p, tested for uniformity.
+Level 3 (real models): PIT of sampled speculative tokens scored on the target-only
+path (see ``pit.py``), tested for uniformity (Kolmogorov-Smirnov and binned
+chi-square), pooled and per workload.
+
+Why the PIT and not a chi-square over pooled token counts: tokens in a sequence are
+dependent and seed-paired runs share randomness, so pooled counts have no valid null;
+the sequential PIT values are i.i.d. U(0,1) under the null whatever the dependence.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+from scipy import stats
+
+from .backends.mock import MockBackend
+from .decoding import DecodeSettings, decode_speculative, decode_target_only
+from .drafters import ModelDrafter
+from .pit import pit_rank_values, pit_values
+from .policies import FixedPolicy
+from . import decoding
+from .sampling import (Sampler, acceptance_probability, residual_distribution, sample_from,
+                       softmax)
+
+CHI2_BINS = 10
+
+
+def uniformity(u: np.ndarray, bins: int = CHI2_BINS) -> dict:
+    """KS and equal-width binned chi-square tests of u against U(0,1)."""
+    u = np.asarray(u, dtype=np.float64)
+    if u.size < 2:
+        return {"n_tokens": int(u.size), "ks_stat": float("nan"), "ks_pvalue": float("nan"),
+                "chi2_stat": float("nan"), "chi2_pvalue": float("nan")}
+    ks = stats.kstest(u, "uniform")
+    counts, _ = np.histogram(u, bins=bins, range=(0.0, 1.0))
+    chi = stats.chisquare(counts)
+    return {"n_tokens": int(u.size), "ks_stat": float(ks.statistic), "ks_pvalue": float(ks.pvalue),
+            "chi2_stat": float(chi.statistic), "chi2_pvalue": float(chi.pvalue), "chi2_bins": bins}
+
+
+# ---------------------------------------------------------------- level 1
+
+def output_distribution(p: np.ndarray, q: np.ndarray) -> np.ndarray:
+    """Exact law of the accept/reject step: P(y) = q(y) a(y) + sum_x q(x)(1 - a(x)) r(y),
+    a(x) = min(1, p(x)/q(x)), r = norm(max(0, p - q))."""
+    out = np.zeros_like(p)
+    r = residual_distribution(p, q)
+    for x in np.flatnonzero(q):
+        a = acceptance_probability(p, q, int(x))
+        out[x] += q[x] * a
+        out += q[x] * (1.0 - a) * r
+    return out
+
+
+def _random_dist(rng, v, support=None):
+    p = rng.gamma(0.5, size=v)
+    if support is not None:
+        p[rng.permutation(v)[support:]] = 0.0
+    return p / p.sum()
+
+
+def level1(seed: int, draws: int = 50_000) -> dict:
+    rng = np.random.default_rng(seed)
+    cases = [(8, None, None), (8, 4, None), (8, None, 3), (16, 6, 6)]
+    out = []
+    for v, ps, qs in cases:
+        p, q = _random_dist(rng, v, ps), _random_dist(rng, v, qs)
+        exact_err = float(np.abs(output_distribution(p, q) - p).max())
+        sampler, draw_rng = Sampler(1.0), np.random.default_rng(seed + v)
+        logits = np.log(np.where(p > 0, p, 1e-300))
+        counts = np.zeros(v)
+        for _ in range(draws):
+            x = sample_from(q, draw_rng.random())
+            counts[sampler.verify_token(logits, x, q, draw_rng)[1]] += 1
+        sup = p > 1e-12
+        chi = stats.chisquare(counts[sup], draws * p[sup] / p[sup].sum())
+        out.append({"vocab": v, "p_support": ps or v, "q_support": qs or v,
+                    "exact_max_abs_error": exact_err, "draws": draws,
+                    "chi2_pvalue": float(chi.pvalue), "mass_outside_support": float(counts[~sup].sum())})
+    return {"cases": out, "max_exact_error": max(c["exact_max_abs_error"] for c in out),
+            "min_chi2_pvalue": min(c["chi2_pvalue"] for c in out)}
+
+
+# ---------------------------------------------------------------- levels 2, calibration
+
+MOCK = dict(vocab_size=32, seed=5, scale=2.5)
+
+
+def mock_pair(seed: int) -> tuple[MockBackend, MockBackend]:
+    return (MockBackend(**{**MOCK, "seed": seed}),
+            MockBackend(**{**MOCK, "seed": seed}, noise=1.2))
+
+
+class SkipResidualSampler(Sampler):
+    """A planted violation: on rejection, draw from p instead of norm(max(0, p - q))."""
+
+    def verify_token(self, logits, drafted, q, rng):
+        p = softmax(logits, self.temperature)
+        if rng.random() < acceptance_probability(p, q, drafted):
+            return True, drafted
+        return False, sample_from(p, rng.random())
+
+
+def mock_pit(target: MockBackend, prompt: list[int], tokens: list[int], temperature: float,
+             rng: np.random.Generator) -> np.ndarray:
+    """PIT (columns: id order, rank order) under the mock target's exact p along the
+    emitted sequence."""
+    ctx = list(prompt)
+    rows = []
+    for x in tokens:
+        rows.append(softmax(target.logits_for(ctx), temperature))
+        ctx.append(int(x))
+    probs, toks, v = np.array(rows), np.array(tokens), rng.random(len(tokens))
+    return np.stack([pit_values(probs, toks, v), pit_rank_values(probs, toks, v)], axis=1)
+
+
+def _spec_tokens(target, draft, n_tokens, temperature, seed, sampler_cls=Sampler,
+                 decode_temperature=None):
+    """Sampled speculative tokens (K = 4) from the mock pair over several prompts."""
+    decode_temperature = temperature if decode_temperature is None else decode_temperature
+    rng = np.random.default_rng(seed)
+    us, done, i = [], 0, 0
+    original = decoding.Sampler
+    decoding.Sampler = sampler_cls  # planted violations swap the sampler in, tests only
+    try:
+        while done < n_tokens:
+            prompt = rng.integers(0, target.vocab_size, size=6).tolist()
+            n = min(64, n_tokens - done)
+            s = DecodeSettings(n, decode_temperature, seed * 1000 + i, stop_at_eos=False)
+            r = decode_speculative(target, ModelDrafter(draft, decode_temperature, seed * 1000 + i),
+                                   prompt, s, FixedPolicy(4))
+            us.append(mock_pit(target, prompt, r.new_ids, temperature, rng))
+            done += r.new_tokens
+            i += 1
+    finally:
+        decoding.Sampler = original
+    return np.concatenate(us)
+
+
+def level2(seed: int, n_tokens: int = 4000) -> dict:
+    target, draft = mock_pair(seed)
+    u = _spec_tokens(target, draft, n_tokens, 1.0, seed)
+    return {"model": "mock", **MOCK, "draft_noise": 1.2, "k": 4, "temperature": 1.0,
+            **uniformity(u[:, 0]), "rank_order": uniformity(u[:, 1])}
+
+
+def _temperature_power(n_tokens: int, deltas, reps: int, alpha: float, seed: int,
+                       order: str) -> list[dict]:
+    """Power of the KS-PIT test against sampling at T(1 + delta) instead of T = 1, at
+    n_tokens i.i.d. mock positions; TV is the mean per-token total variation."""
+    rng = np.random.default_rng(seed)
+    v = MOCK["vocab_size"]
+    out = []
+    for delta in deltas:
+        rejections, tvs = 0, []
+        for _ in range(reps):
+            logits = MOCK["scale"] * rng.standard_normal((n_tokens, v))
+            p, p_bad = softmax(logits, 1.0), softmax(logits, 1.0 + delta)
+            cdf = np.cumsum(p_bad, axis=1)
+            x = (cdf < rng.random((n_tokens, 1)) * cdf[:, -1:]).sum(axis=1).clip(0, v - 1)
+            v_ = rng.random(n_tokens)
+            u = pit_values(p, x, v_) if order == "id" else pit_rank_values(p, x, v_)
+            rejections += stats.kstest(u, "uniform").pvalue < alpha
+            tvs.append(float(0.5 * np.abs(p - p_bad).sum(axis=1).mean()))
+        out.append({"delta": float(delta), "tv_per_token": float(np.mean(tvs)),
+                    "power": rejections / reps})
+    return out
+
+
+def detectable_tv(curve: list[dict], target_power: float = 0.8) -> float:
+    """Smallest TV at which power reaches target_power (linear interpolation)."""
+    pts = sorted((c["tv_per_token"], c["power"]) for c in curve)
+    for (tv0, pw0), (tv1, pw1) in zip(pts, pts[1:]):
+        if pw0 < target_power <= pw1:
+            return float(tv0 + (target_power - pw0) * (tv1 - tv0) / (pw1 - pw0))
+    if pts and pts[0][1] >= target_power:
+        return float(pts[0][0])
+    return float("nan")
+
+
+def calibrate(n_tokens: int, reps: int, alpha: float, seed: int,
+              violation_reps: int = 30) -> tuple[pd.DataFrame, dict]:
+    """Null p-values over ``reps`` seeded repetitions (uniform if the test is valid),
+    rejection rates of planted violations, and the power curve for detectable TV."""
+    n_cal = max(200, min(n_tokens, 3000))
+    target, draft = mock_pair(seed)
+    rows = []
+    scenarios = [("null", reps, Sampler, None),
+                 ("skip_residual", violation_reps, SkipResidualSampler, None),
+                 ("temperature_1.05", violation_reps, Sampler, 1.05)]
+    for name, n_rep, cls, dec_t in scenarios:
+        for rep in range(n_rep):
+            u = _spec_tokens(target, draft, n_cal, 1.0, seed + 7 * rep + 1, cls, dec_t)
+            res, res_rank = uniformity(u[:, 0]), uniformity(u[:, 1])
+            rows.append({"scenario": name, "rep": rep, "n_tokens": res["n_tokens"],
+                         "ks_pvalue": res["ks_pvalue"], "chi2_pvalue": res["chi2_pvalue"],
+                         "rank_ks_pvalue": res_rank["ks_pvalue"],
+                         "rank_chi2_pvalue": res_rank["chi2_pvalue"]})
+    table = pd.DataFrame(rows)
+    deltas = [0.01, 0.02, 0.04, 0.08, 0.16, 0.32, 0.64]
+    curves = {o: _temperature_power(max(n_tokens, 50), deltas, 60, alpha, seed, o) for o in ("id", "rank")}
+    return table, summarize_calibration(table, curves, alpha, n_tokens)
+
+
+def summarize_calibration(table: pd.DataFrame, curves: dict, alpha: float, n_tokens: int) -> dict:
+    """Null uniformity of p-values and violation rejection rates, for both orders; a
+    violation counts as rejected when the KS or the chi-square p-value is below alpha/2
+    (Bonferroni over the two tests)."""
+    out = {"alpha": alpha, "n_tokens_study": n_tokens,
+           "tokens_per_repetition": int(table["n_tokens"].iloc[0]),
+           "power_family": "sampling at temperature T(1+delta) instead of T = 1 (mock, i.i.d. positions)",
+           "power_curve": curves, "orders": {}}
+    for order, ks, chi in (("id", "ks_pvalue", "chi2_pvalue"), ("rank", "rank_ks_pvalue", "rank_chi2_pvalue")):
+        null = table[table["scenario"] == "null"]
+        res = {"null_repetitions": int(len(null)),
+               "null_pvalues_ks_pvalue": float(stats.kstest(null[ks], "uniform").pvalue),
+               "null_rejection_rate": float((np.minimum(null[ks], null[chi]) < alpha / 2).mean()),
+               "violations": {}, "detectable_tv_80": detectable_tv(curves[order])}
+        for name, g in table[table["scenario"] != "null"].groupby("scenario"):
+            res["violations"][name] = {"repetitions": int(len(g)), "rejection_rate":
+                                       float((np.minimum(g[ks], g[chi]) < alpha / 2).mean())}
+        out["orders"][order] = res
+    out["detectable_tv_80"] = out["orders"]["rank"]["detectable_tv_80"]
+    out["detectable_tv_80_id_order"] = out["orders"]["id"]["detectable_tv_80"]
+    return out
+
+
+# ---------------------------------------------------------------- level 3 and the two-sample check
+
+def paired_permutation(pit: pd.DataFrame, seed: int) -> dict:
+    """Sign-flip permutation test on per-prompt summaries (mean log p_t(x_t) of the
+    speculative run minus that of the target-only runs on the same prompt and target),
+    not on pooled tokens."""
+    df = pit.assign(logp=np.log(np.clip(pit["p_token"], 1e-300, None)))
+    per = df.groupby(["target", "prompt_id", "path"])["logp"].mean().unstack("path")
+    per = per.dropna()
+    if per.empty or "speculative" not in per or "target" not in per:
+        return {"prompts": 0, "pvalue": float("nan")}
+    d = (per["speculative"] - per["target"]).to_numpy()
+    res = stats.permutation_test((d,), np.mean, permutation_type="samples", n_resamples=9999,
+                                 random_state=seed, alternative="two-sided")
+    return {"prompts": int(d.size), "mean_difference_logp": float(d.mean()), "pvalue": float(res.pvalue)}
+
+
+def certificate(pit: pd.DataFrame, calibration: dict, seed: int, alpha: float = 0.05) -> dict:
+    """Pooled, per-workload and per-pair uniformity of the speculative tokens' PIT (id
+    order as the headline, rank order alongside), the target-only control, the
+    calibration's detectable TV and the per-prompt permutation test."""
+    spec = pit[pit["path"] == "speculative"]
+    ctrl = pit[pit["path"] == "target"]
+    pooled = uniformity(spec["u"].to_numpy())
+    rank = uniformity(spec["u_rank"].to_numpy())
+    out = {"alpha": alpha, **pooled, "rank_order": rank,
+           "rejected": bool(min(pooled["ks_pvalue"], pooled["chi2_pvalue"], rank["ks_pvalue"],
+                                rank["chi2_pvalue"]) < alpha / 4),
+           "per_workload_rank": {w: uniformity(g["u_rank"].to_numpy()) for w, g in spec.groupby("workload")},
+           "per_workload": {w: uniformity(g["u"].to_numpy()) for w, g in spec.groupby("workload")},
+           "per_pair": {p: uniformity(g["u"].to_numpy()) for p, g in spec.groupby("pair")},
+           "control_target_only": uniformity(ctrl["u"].to_numpy()),
+           "detectable_tv_80": calibration["detectable_tv_80"],
+           "detectable_tv_80_id_order": calibration["detectable_tv_80_id_order"],
+           "power_family": calibration["power_family"],
+           "two_sample_permutation": paired_permutation(pit, seed)}
+    return out

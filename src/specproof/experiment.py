@@ -1,0 +1,80 @@
+"""The study grid: pairs x configurations x prompts x repetitions, timed.
+
+Order within one (pair, prompt, temperature, repetition) block: target-only, then each
+speculative configuration, then target-only again (A B.. A), so slow drift hits both
+paths; a speculative run's baseline is the mean of the two bracketing target-only
+runs. Timing excludes model load and prefill (``decode_ns`` only).
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+from tqdm import tqdm
+
+from .decoding import DecodeSettings, decode_speculative, decode_target_only
+from .loader import ModelPool
+from .policies import make_policy
+from .records import write_parquet
+from .study import Study
+from .trace import RunResult
+from .workloads import prompt_ids
+
+
+def run_seed(study: Study, prompt_index: int, rep: int) -> int:
+    return int(study.settings["seed"]) + 1000 * prompt_index + rep
+
+
+def _row(run_id: str, base: dict, cfg: dict, r: RunResult) -> dict:
+    return {"run_id": run_id, **base, **cfg, "path": r.path, "new_tokens": r.new_tokens,
+            "prefill_ns": r.prefill_ns, "decode_ns": r.decode_ns, "tokens_per_s": r.tokens_per_s,
+            "ids": r.new_ids, "text": r.text, "stop_reason": r.stop_reason,
+            "mean_accepted": r.mean_accepted() if r.path == "speculative" else float("nan"),
+            "trace_closure": r.trace_closure()}
+
+
+def run_grid(study: Study, prompt_set: list[dict], runs_out: Path, rounds_out: Path) -> None:
+    grid = study.grid()
+    temps = list(dict.fromkeys(c.temperature for c in grid))
+    reps = int(study.settings.get("repetitions", 1))
+    n_runs = len(study.pairs) * len(prompt_set) * reps * sum(
+        2 + sum(c.temperature == t for c in grid) for t in temps)
+    pool, run_rows, round_frames = ModelPool(study), [], []
+    bar = tqdm(total=n_runs, desc=f"runs {study.name}", unit="run")
+    order = 0
+    for pair in study.pairs:
+        target = pool.target(pair["target"])
+        for pi, rec in enumerate(prompt_set):
+            ids = prompt_ids(target, rec)
+            for rep in range(reps):
+                seed = run_seed(study, pi, rep)
+                for temp in temps:
+                    base = {"pair": pair["name"], "target": pair["target"], "draft": pair["draft"],
+                            "workload": rec["workload"], "prompt_id": rec["id"], "rep": rep,
+                            "seed": seed}
+                    settings = DecodeSettings(study.settings["max_new_tokens"], temp, seed, "batched")
+                    block = f"{pair['name']}|{rec['id']}|r{rep}|T{temp:g}"
+                    plan = ["A"] + [c for c in grid if c.temperature == temp] + ["A"]
+                    for j, item in enumerate(plan):
+                        if item == "A":
+                            r = decode_target_only(target, ids, settings)
+                            cfg = {"config": "target-only", "k": 0, "policy": "none",
+                                   "verify_mode": "none", "temperature": temp}
+                        else:
+                            drafter = pool.drafter(pair["draft"], target, temp, seed)
+                            s = DecodeSettings(settings.max_new_tokens, temp, seed, item.verify_mode)
+                            r = decode_speculative(target, drafter, ids, s, make_policy(item.policy, item.k))
+                            cfg = {"config": item.label, "k": item.k, "policy": item.policy,
+                                   "verify_mode": item.verify_mode, "temperature": temp}
+                        run_id = f"{block}|{j}|{cfg['config']}"
+                        run_rows.append(dict(_row(run_id, base, cfg, r), order=order))
+                        order += 1
+                        rf = r.rounds_frame()
+                        rf.insert(0, "run_id", run_id)
+                        round_frames.append(rf)
+                        bar.update()
+        if pair is study.pairs[-1] or study.pairs[study.pairs.index(pair) + 1]["target"] != pair["target"]:
+            pool.release_target(pair["target"])
+    bar.close()
+    write_parquet(pd.DataFrame(run_rows), runs_out)
+    write_parquet(pd.concat(round_frames, ignore_index=True), rounds_out)

@@ -1,0 +1,65 @@
+"""Reading and writing records: parquet tables and canonical JSON, with hashing."""
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+import pandas as pd
+
+
+def write_parquet(df: pd.DataFrame, path: Path) -> None:
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    df.to_parquet(path, index=False, compression="zstd")
+
+
+def read_parquet(path: Path) -> pd.DataFrame:
+    from .errors import SpecproofError
+    try:
+        return pd.read_parquet(path)
+    except FileNotFoundError:
+        raise SpecproofError(f"{path}: record does not exist") from None
+    except Exception as exc:  # pyarrow raises several types for corrupt files
+        raise SpecproofError(f"{path}: not a readable parquet record ({type(exc).__name__})") from None
+
+
+def canonical_json(obj) -> str:
+    return json.dumps(obj, sort_keys=True, separators=(",", ":"), default=_default)
+
+
+def _default(o):
+    import numpy as np
+    if isinstance(o, (np.integer,)):
+        return int(o)
+    if isinstance(o, (np.floating,)):
+        return float(o)
+    if isinstance(o, np.ndarray):
+        return o.tolist()
+    raise TypeError(f"not JSON serializable: {type(o).__name__}")
+
+
+def write_json(obj, path: Path) -> None:
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    Path(path).write_text(json.dumps(obj, indent=1, sort_keys=True, default=_default) + "\n")
+
+
+def read_json(path: Path):
+    from .errors import SpecproofError
+    try:
+        return json.loads(Path(path).read_text())
+    except FileNotFoundError:
+        raise SpecproofError(f"{path}: record does not exist") from None
+    except json.JSONDecodeError as exc:
+        raise SpecproofError(f"{path}: not valid JSON ({exc.msg} at line {exc.lineno})") from None
+
+
+def sha256_text(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def sha256_file(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        while block := fh.read(1 << 20):
+            h.update(block)
+    return h.hexdigest()

@@ -1,0 +1,168 @@
+"""Pipeline stages that run models, by name: each reads and writes files under one
+study's results directory by fixed names (the Snakemake rules declare the same names).
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pandas as pd
+from tqdm import tqdm
+
+from . import models as M
+from .errors import ConfigError
+from .loader import ModelPool
+from .provenance import capture
+from .records import read_json, read_parquet, sha256_text, write_json, write_parquet
+from .reference import check_seal
+from .study import Study, load_study
+from .workloads import build_prompt_set, prompt_ids
+from . import prompts as P
+
+FILES = {
+    "models": ["models.json"], "prompts": ["prompts.jsonl"], "provenance": ["provenance.json"],
+    "reference": ["reference.parquet", "reference.seal.json"],
+    "runs": ["runs.parquet", "rounds.parquet"], "micro": ["micro.parquet"], "pit": ["pit.parquet"],
+    "batch_invariance": ["batch_invariance.parquet"], "qualification": ["qualification.parquet"],
+    "predict": ["prediction_seal.json"], "predicted": ["prediction.json"],
+    "level1": ["level1.json"], "level2": ["level2.json"],
+    "calibration": ["calibration.parquet", "calibration.json"],
+}
+
+
+def _model_specs(study: Study) -> list[tuple[str, str, dict]]:
+    out = [("target", n, study.target_spec(n)) for n in study.data["targets"]]
+    out += [("draft", n, study.draft_spec(n)) for n in study.data.get("drafts", {})]
+    return out
+
+
+def stage_models(study: Study, d: Path) -> None:
+    recs = {}
+    for role, name, spec in tqdm(_model_specs(study), desc="models", unit="model"):
+        if spec.get("kind") == "ngram" or spec.get("backend") == "mock":
+            recs[f"{role}:{name}"] = {"spec": spec, "files": []}
+            continue
+        path = M.resolve(str(spec["model"]))
+        recs[f"{role}:{name}"] = {"spec": spec, **M.file_record(path)}
+    write_json(recs, d / "models.json")
+
+
+def stage_prompts(study: Study, d: Path) -> None:
+    P.write(build_prompt_set(study), d / "prompts.jsonl")
+
+
+def load_prompt_set(d: Path) -> list[dict]:
+    return [json.loads(x) for x in (d / "prompts.jsonl").read_text().splitlines() if x.strip()]
+
+
+def stage_provenance(study: Study, d: Path) -> None:
+    prov = capture()
+    prov["study"] = {"name": study.name, "config_sha256": study.sha256(), "config": study.data}
+    prov["prompts_sha256"] = P.sha256(d / "prompts.jsonl")
+    prov["models"] = read_json(d / "models.json")
+    write_json(prov, d / "provenance.json")
+
+
+def stage_reference(study: Study, d: Path) -> None:
+    from .reference import run_reference
+    run_reference(study, load_prompt_set(d), d / "provenance.json", d / "reference.parquet",
+                  d / "reference.seal.json")
+
+
+def _sealed(d: Path) -> pd.DataFrame:
+    return check_seal(d / "reference.parquet", d / "reference.seal.json")
+
+
+def stage_runs(study: Study, d: Path) -> None:
+    from .experiment import run_grid
+    _sealed(d)
+    run_grid(study, load_prompt_set(d), d / "runs.parquet", d / "rounds.parquet")
+
+
+def stage_micro(study: Study, d: Path) -> None:
+    from .micro import run_micro
+    run_micro(study, load_prompt_set(d), d / "micro.parquet")
+
+
+def stage_pit(study: Study, d: Path) -> None:
+    """Level 3: PIT of every token of every sampled run (speculative, and target-only as
+    a control), scored on the target-only path."""
+    from .pit import score_sequence
+    _sealed(d)
+    runs = read_parquet(d / "runs.parquet")
+    sampled = runs[runs["temperature"] > 0]
+    prompts = {r["id"]: r for r in load_prompt_set(d)}
+    pool, rows = ModelPool(study), []
+    for tname in study.target_names:
+        sub = sampled[sampled["target"] == tname]
+        if sub.empty:
+            continue
+        target = pool.target(tname)
+        for r in tqdm(list(sub.itertuples()), desc=f"pit {tname}", unit="run"):
+            ids = prompt_ids(target, prompts[r.prompt_id])
+            scored = score_sequence(target, ids, [int(x) for x in r.ids], r.temperature,
+                                    seed=int(sha256_text(r.run_id)[:8], 16))
+            for t, (u, u_rank, px, below) in enumerate(scored):
+                rows.append({"run_id": r.run_id, "pair": r.pair, "target": tname, "path": r.path,
+                             "config": r.config, "workload": r.workload, "prompt_id": r.prompt_id,
+                             "t": t, "token": int(r.ids[t]), "p_token": px, "cdf_below": below, "u": u,
+                             "u_rank": u_rank})
+        pool.release_target(tname)
+    write_parquet(pd.DataFrame(rows), d / "pit.parquet")
+
+
+def stage_batch_invariance(study: Study, d: Path) -> None:
+    from .qualification import probe_batch_invariance
+    probe_batch_invariance(study, load_prompt_set(d), _sealed(d), d / "batch_invariance.parquet")
+
+
+def stage_qualification(study: Study, d: Path) -> None:
+    from .qualification import run_qualification
+    run_qualification(study, load_prompt_set(d), _sealed(d), d / "qualification.parquet")
+
+
+def stage_predict(study: Study, d: Path) -> None:
+    from .qualification import seal_predictions
+    _sealed(d)
+    seal_predictions(study, load_prompt_set(d), d / "prediction_seal.json")
+
+
+def stage_predicted(study: Study, d: Path) -> None:
+    from .qualification import run_predicted
+    run_predicted(study, load_prompt_set(d), d / "prediction_seal.json", d / "prediction.json")
+
+
+def stage_level1(study: Study, d: Path) -> None:
+    from .certificate import level1
+    write_json(level1(seed=study.settings["seed"]), d / "level1.json")
+
+
+def stage_level2(study: Study, d: Path) -> None:
+    from .certificate import level2
+    write_json(level2(seed=study.settings["seed"]), d / "level2.json")
+
+
+def stage_calibration(study: Study, d: Path) -> None:
+    from .certificate import calibrate
+    pit = read_parquet(d / "pit.parquet")
+    n_tokens = int((pit["path"] == "speculative").sum())
+    cfg = study.section("certificate", calibration_repetitions=200, alpha=0.05)
+    table, summary = calibrate(n_tokens, cfg["calibration_repetitions"], cfg["alpha"],
+                               seed=study.settings["seed"])
+    write_parquet(table, d / "calibration.parquet")
+    write_json(summary, d / "calibration.json")
+
+
+STAGES = {name: globals()[f"stage_{name}"] for name in FILES}
+
+
+def run_stage(name: str, study_name: str, results: Path) -> None:
+    if name not in STAGES:
+        raise ConfigError(f"unknown stage {name!r}: choose one of {', '.join(STAGES)}")
+    study = load_study(study_name)
+    results = Path(results)
+    results.mkdir(parents=True, exist_ok=True)
+    if study.threads:
+        import os
+        os.environ.setdefault("OMP_NUM_THREADS", str(study.threads))
+    STAGES[name](study, results)
