@@ -88,7 +88,7 @@ def cmd_decode(a) -> int:
     base = base_runs[-1]
     base_tps = statistics.median(r.tokens_per_s for r in base_runs)
     out = {
-        "target": target.info().model, "target_backend": target.name,
+        "target": target.label, "target_backend": target.name,
         "draft": None, "k": a.k, "policy": a.policy, "verify_mode": a.verify_mode,
         "temperature": a.temperature, "seed": a.seed, "prompt_tokens": len(prompt_ids),
         "new_tokens": base.new_tokens, "target_tokens_per_s": base_tps, "text": base.text,

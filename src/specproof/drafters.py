@@ -101,8 +101,7 @@ class ModelDrafter(Drafter):
         return time.perf_counter_ns() - t0
 
     def describe(self) -> dict:
-        info = self.backend.info()
-        return {"drafter": self.name, "backend": info.backend, "model": info.model}
+        return {"drafter": self.name, "backend": self.backend.name, "model": self.backend.label}
 
 
 class NGramDrafter(Drafter):

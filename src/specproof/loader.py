@@ -40,7 +40,7 @@ def load_backend(spec: dict) -> Backend:
 def check_same_vocabulary(target: Backend, draft: Backend) -> None:
     """Refuse a draft whose vocabulary differs: sizes must match and both tokenizers
     must map a probe text to the same ids."""
-    t_name, d_name = target.info().model, draft.info().model
+    t_name, d_name = target.label, draft.label
     if target.vocab_size != draft.vocab_size:
         raise ConfigError(f"draft {d_name} has vocabulary {draft.vocab_size}, target {t_name} has "
                           f"{target.vocab_size}: speculative decoding needs one shared vocabulary")
@@ -67,6 +67,7 @@ class ModelPool:
         self.study = study
         self._targets: dict[str, Backend] = {}
         self._drafts: dict[str, Backend] = {}
+        self._checked: set[tuple[int, str]] = set()
 
     def target(self, name: str) -> Backend:
         if name not in self._targets:
@@ -79,7 +80,9 @@ class ModelPool:
             return NGramDrafter(max_ngram=spec.get("max_ngram", 3), min_ngram=spec.get("min_ngram", 1))
         if name not in self._drafts:
             self._drafts[name] = load_backend(spec)
-        check_same_vocabulary(target, self._drafts[name])
+        if (id(target), name) not in self._checked:
+            check_same_vocabulary(target, self._drafts[name])
+            self._checked.add((id(target), name))
         return ModelDrafter(self._drafts[name], temperature=temperature, seed=seed)
 
     def draft_backend(self, name: str) -> Backend | None:

@@ -25,6 +25,8 @@ FILES = {
     "runs": ["runs.parquet", "rounds.parquet"], "micro": ["micro.parquet"], "pit": ["pit.parquet"],
     "batch_invariance": ["batch_invariance.parquet"], "qualification": ["qualification.parquet"],
     "predict": ["prediction_seal.json"], "predicted": ["prediction.json"],
+    "margins": ["margins.parquet"], "analyze": ["agreement.parquet", "costs.parquet", "stats.json",
+                                                "certificate.json"],
     "level1": ["level1.json"], "level2": ["level2.json"],
     "calibration": ["calibration.parquet", "calibration.json"],
 }
@@ -151,6 +153,38 @@ def stage_calibration(study: Study, d: Path) -> None:
                                seed=study.settings["seed"])
     write_parquet(table, d / "calibration.parquet")
     write_json(summary, d / "calibration.json")
+
+
+def stage_margins(study: Study, d: Path) -> None:
+    """Top-2 logit margin of the target at each first divergence from the reference,
+    scored along the reference sequence (the prefix fed in one prefill call)."""
+    import numpy as np
+    from .agreement import agreement_table, mismatches
+    reference = _sealed(d)
+    table = agreement_table(read_parquet(d / "runs.parquet"), read_parquet(d / "qualification.parquet"),
+                            reference)
+    todo = mismatches(table)
+    prompts = {r["id"]: r for r in load_prompt_set(d)}
+    ref = {(r.target, r.prompt_id): [int(x) for x in r.ids] for r in reference.itertuples()}
+    pool, rows = ModelPool(study), []
+    for tname, g in todo.groupby("target"):
+        target = pool.target(tname)
+        for r in g.itertuples():
+            ids = prompt_ids(target, prompts[r.prompt_id])
+            seq = ids + ref[(tname, r.prompt_id)][: int(r.index)]
+            target.reset()
+            logits = target.forward(seq, last_only=True)[0]
+            top2 = np.sort(logits)[-2:]
+            rows.append({"target": tname, "prompt_id": r.prompt_id, "index": int(r.index),
+                         "top2_margin": float(top2[1] - top2[0])})
+        pool.release_target(tname)
+    write_parquet(pd.DataFrame(rows, columns=["target", "prompt_id", "index", "top2_margin"]),
+                  d / "margins.parquet")
+
+
+def stage_analyze(study: Study, d: Path) -> None:
+    from .analysis import analyze, write_derived
+    write_derived(analyze(d), d)
 
 
 STAGES = {name: globals()[f"stage_{name}"] for name in FILES}

@@ -58,7 +58,8 @@ class RunConfig:
 
     @property
     def label(self) -> str:
-        return f"K{self.k}-{self.policy}-{self.verify_mode}-T{self.temperature:g}"
+        temp = f"{self.temperature:g}".replace(".", "p")  # labels are dot-free: they sit in keys
+        return f"K{self.k}-{self.policy}-{self.verify_mode}-T{temp}"
 
 
 @dataclass

@@ -59,7 +59,14 @@ class Backend(ABC):
         """Drop cache entries at positions >= n."""
 
     @abstractmethod
-    def info(self) -> BackendInfo: ...
+    def info(self) -> BackendInfo:
+        """Provenance record (hashes model files: call once, not per run)."""
+
+    @property
+    def label(self) -> str:
+        """A short name for messages (no file hashing)."""
+        path = getattr(self, "path", None)
+        return f"{self.name}:{path.name}" if path is not None else self.name
 
     def chat_prompt(self, instruction: str) -> str:
         """The instruction rendered with the model's chat template (identity if none)."""

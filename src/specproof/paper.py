@@ -1,0 +1,44 @@
+"""numbers.json for every study in config/config.yaml, and the Typst paper build.
+
+A study with a frozen manifest is read from manifests/<study>/, otherwise from
+results/<study>/. The paper (paper/paper.typ) reads paper/build/numbers.json; a key the
+paper uses that numbers.json lacks fails the build.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+from .errors import SpecproofError
+from .manifests import is_frozen, manifest_sha256
+from .records import write_json
+
+
+def records_dir(study: str, manifests: Path, results: Path) -> Path:
+    return Path(manifests) / study if is_frozen(manifests, study) else Path(results) / study
+
+
+def build_numbers(config: dict, manifests: Path, results: Path, out: Path) -> dict:
+    from .analysis import analyze
+    from .numbers import study_numbers
+    numbers: dict = {}
+    for study in config["studies"]:
+        d = records_dir(study, manifests, results)
+        numbers.update(study_numbers(analyze(d), manifest_sha256(manifests, study)))
+    head = config.get("study", config["studies"][0])
+    meta = {"paper.title": config.get("paper", {}).get("title", "specproof"), "paper.study": head,
+            "paper.frozen": is_frozen(manifests, head)}
+    for k, v in meta.items():
+        numbers[k] = {"value": v, "unit": "text", "source": "config/config.yaml",
+                      "manifest_sha256": manifest_sha256(manifests, head)}
+    write_json(numbers, out)
+    return numbers
+
+
+def compile_paper(source: Path, pdf: Path, root: Path) -> None:
+    import typst
+    try:
+        typst.compile(str(source), output=str(pdf), root=str(root))
+    except Exception as exc:  # typst raises its own error type with the diagnostics
+        first = str(exc).strip().splitlines()
+        msg = " ".join(line.strip() for line in first[:3]) if first else type(exc).__name__
+        raise SpecproofError(f"{source}: typst failed: {msg}") from None

@@ -1,0 +1,56 @@
+import os
+from pathlib import Path
+
+from snakemake.utils import validate
+
+validate(config, "../schemas/config.schema.yaml")
+
+RESULTS = config.get("results_dir", "results")
+MANIFESTS = config.get("manifests_dir", "manifests")
+FIGURES = config.get("figures_dir", "figures")
+PAPER = config.get("paper_dir", "paper")
+if "studies_dir" in config:
+    os.environ["SPECPROOF_STUDIES"] = str(Path(config["studies_dir"]).resolve())
+os.environ.setdefault("SPECPROOF_MODEL_DIR", str(Path("resources/models").resolve()))
+
+FIGURE_NAMES = ["speedup_vs_k", "acceptance", "verify_cost", "cost_decomposition", "agreement", "pit"]
+RAW = ["provenance.json", "models.json", "prompts.jsonl", "reference.parquet", "reference.seal.json",
+       "runs.parquet", "rounds.parquet", "micro.parquet", "pit.parquet", "batch_invariance.parquet",
+       "qualification.parquet", "margins.parquet", "prediction_seal.json", "prediction.json",
+       "level1.json", "level2.json", "calibration.parquet", "calibration.json"]
+DERIVED = ["agreement.parquet", "costs.parquet", "stats.json", "certificate.json"]
+
+
+wildcard_constraints:
+    study=r"[A-Za-z0-9][A-Za-z0-9_.-]*",
+
+
+def frozen(study):
+    return Path(MANIFESTS, study, "manifest.json").is_file()
+
+
+def records(study):
+    """A frozen study is read from its manifest and never recomputed implicitly."""
+    return f"{MANIFESTS}/{study}" if frozen(study) else f"{RESULTS}/{study}"
+
+
+def study_records(wildcards):
+    return [f"{records(wildcards.study)}/{f}" for f in RAW + DERIVED]
+
+
+def all_study_records(wildcards=None):
+    return [f"{records(s)}/{f}" for s in config["studies"] for f in RAW + DERIVED]
+
+
+def head_study():
+    return config.get("study", config["studies"][0])
+
+
+def paper_pdf():
+    return f"{PAPER}/paper.pdf"
+
+
+def stage_cmd(name):
+    """The shell line that runs one model-running stage of a study into its results dir."""
+    return (f"specproof stage {name} --study {{wildcards.study}} "
+            f"--results {RESULTS}/{{wildcards.study}} > {{log}} 2>&1")
