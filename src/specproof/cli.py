@@ -128,10 +128,129 @@ def cmd_decode(a) -> int:
     return 0
 
 
+def cmd_advise(a) -> int:
+    from .advise import advise, realized_speedup
+    from .errors import ConfigError
+    from .loader import load_backend, load_drafter
+    if a.k_max < 1:
+        raise ConfigError(f"K must be >= 1 (got {a.k_max})")
+    target_spec, draft_spec = _specs(a)
+    if draft_spec is None:
+        raise ConfigError("advise needs a draft (--draft-backend llama|hf|mock|ngram)")
+    log = (lambda *m: None) if a.json else (lambda *m: print(*m, file=sys.stderr, flush=True))
+    log("loading models ...")
+    target = load_backend(target_spec)
+    drafter = load_drafter(draft_spec, target, a.temperature, a.seed)
+    texts = a.prompt or [DEFAULT_PROMPT, "Explain what a hash table is to a new programmer."]
+    prompts = []
+    for i, t in enumerate(texts):
+        ids = target.encode(target.chat_prompt(t) if (a.chat or i > 0 and not a.prompt) else t)
+        if not ids:
+            raise ConfigError("empty prompt: give --prompt some text")
+        prompts.append(ids)
+    log("measuring verify cost v(B), draft step cost, and acceptance by position ...")
+    res = advise(target, drafter, prompts, k_max=a.k_max, temperature=a.temperature, seed=a.seed)
+    if a.check:
+        log(f"checking: realized speedup at K={res['k']} ...")
+        res["realized_speedup"] = realized_speedup(target, drafter, prompts, res["k"], a.temperature,
+                                                   seed=a.seed)
+    if a.json:
+        print(json.dumps(res))
+        return 0
+    print(f"target {target.label}: {res['target_ms_per_token']:.1f} ms/token; draft step "
+          f"{res['draft_step_ms']:.1f} ms (ratio {res['draft_to_target_ratio']:.2f})")
+    print("verify cost v(B), ms: " + ", ".join(f"{b}:{v:.1f}" for b, v in res["verify_ms"].items()))
+    print("acceptance by position: " + ", ".join("n/a" if x is None else f"{x:.2f}" for x in res["alpha"]))
+    print(" K  E[C|K]  round ms  predicted speedup")
+    for r in res["table"]:
+        mark = "  <- best" if r["k"] == res["k"] else ""
+        print(f"{r['k']:2d}  {r['expected_committed']:6.2f}  {r['round_ms']:8.1f}  {r['predicted_speedup']:6.2f}x{mark}")
+    verdict = "enable speculation" if res["enable"] else "do NOT enable speculation (predicted slower)"
+    print(f"advice: {verdict}, K={res['k']}, predicted {res['predicted_speedup']:.2f}x "
+          f"({res['seconds']:.0f} s to measure)")
+    if a.check:
+        print(f"realized at K={res['k']}: {res['realized_speedup']:.2f}x")
+    return 0
+
+
+def _dirs(a) -> None:
+    """--studies-dir / --model-dir set where study configs and derived models live."""
+    import os
+    from pathlib import Path
+    if getattr(a, "studies_dir", None):
+        os.environ["SPECPROOF_STUDIES"] = str(Path(a.studies_dir).resolve())
+    if getattr(a, "model_dir", None):
+        os.environ["SPECPROOF_MODEL_DIR"] = str(Path(a.model_dir).resolve())
+
+
 def cmd_stage(a) -> int:
     from pathlib import Path
     from .stages import run_stage
+    _dirs(a)
     run_stage(a.name, a.study, Path(a.results))
+    return 0
+
+
+def cmd_figures(a) -> int:
+    from pathlib import Path
+    from .analysis import analyze
+    from .figures import make_all
+    make_all(analyze(Path(a.records)), Path(a.records), Path(a.out))
+    return 0
+
+
+def cmd_numbers(a) -> int:
+    from pathlib import Path
+    from .paper import build_numbers
+    config = {"studies": a.studies, "study": a.head, "paper": {"title": a.title}}
+    n = build_numbers(config, Path(a.manifests), Path(a.results), Path(a.out))
+    print(f"{a.out}: {len(n)} numbers")
+    return 0
+
+
+def cmd_paper(a) -> int:
+    from pathlib import Path
+    from .paper import compile_paper
+    compile_paper(Path(a.source), Path(a.out), numbers=Path(a.numbers), figures=Path(a.figures))
+    print(f"{a.out}: written")
+    return 0
+
+
+def cmd_freeze(a) -> int:
+    from pathlib import Path
+    from .manifests import freeze
+    from .study import load_study
+    _dirs(a)
+    load_study(a.study)  # unknown study names fail here, with the known ones listed
+    path = freeze(a.study, Path(a.results) / a.study, Path(a.manifests), force=a.force)
+    print(f"{path}: frozen")
+    return 0
+
+
+def cmd_audit(a) -> int:
+    from pathlib import Path
+    from .manifests import audit
+    studies = a.studies
+    if not studies:
+        from .study import load_config
+        studies = load_config(Path(a.config))["studies"]
+    for line in audit(studies, Path(a.manifests), Path(a.numbers)):
+        print(f"audit: {line}")
+    print("audit: OK")
+    return 0
+
+
+def cmd_drift(a) -> int:
+    from pathlib import Path
+    from .manifests import drift, is_frozen
+    if not is_frozen(Path(a.manifests), a.study):
+        Path(a.out).write_text(f"# Drift report: {a.study}\n\nNo frozen manifest at "
+                               f"{Path(a.manifests) / a.study}; nothing to compare. Freeze this run "
+                               f"with `specproof freeze {a.study}`.\n")
+        print(f"{a.out}: written (no frozen study to compare)")
+        return 0
+    drift(a.study, Path(a.results), Path(a.manifests), Path(a.out))
+    print(f"{a.out}: written")
     return 0
 
 
@@ -152,11 +271,67 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("--json", action="store_true", help="print one JSON object")
     d.set_defaults(func=cmd_decode)
 
+    ad = sub.add_parser("advise", help="measure the cost curve and acceptance; predict the speedup over K")
+    _model_flags(ad)
+    ad.add_argument("--prompt", action="append", help="a prompt (repeatable); default: one code, one chat")
+    ad.add_argument("--chat", action="store_true", help="render --prompt texts with the chat template")
+    ad.add_argument("--k-max", type=int, default=8)
+    ad.add_argument("--temperature", type=float, default=0.0)
+    ad.add_argument("--seed", type=int, default=0)
+    ad.add_argument("--check", action="store_true", help="also measure the realized speedup at the advised K")
+    ad.add_argument("--json", action="store_true")
+    ad.set_defaults(func=cmd_advise)
+
     st = sub.add_parser("stage", help="run one pipeline stage of a study (used by the Snakemake rules)")
     st.add_argument("name", help="stage name, e.g. reference, runs, micro")
     st.add_argument("--study", required=True, help="study name (config/studies/<name>.yaml)")
     st.add_argument("--results", required=True, help="the study's results directory")
+    st.add_argument("--studies-dir", help="where study configs live (default config/studies)")
+    st.add_argument("--model-dir", help="where derived model files go (default ~/.cache/specproof/models)")
     st.set_defaults(func=cmd_stage)
+
+    f = sub.add_parser("figures", help="draw a study's figures from its records")
+    f.add_argument("--records", required=True, help="results/<study> or manifests/<study>")
+    f.add_argument("--out", required=True)
+    f.set_defaults(func=cmd_figures)
+
+    n = sub.add_parser("numbers", help="compute paper/build/numbers.json from study records")
+    n.add_argument("--studies", nargs="+", required=True)
+    n.add_argument("--head", required=True, help="the study the paper reports")
+    n.add_argument("--title", default="specproof")
+    n.add_argument("--manifests", default="manifests")
+    n.add_argument("--results", default="results")
+    n.add_argument("--out", default="paper/build/numbers.json")
+    n.set_defaults(func=cmd_numbers)
+
+    pp = sub.add_parser("paper", help="compile the Typst paper")
+    pp.add_argument("--source", default="paper/paper.typ")
+    pp.add_argument("--numbers", default="paper/build/numbers.json")
+    pp.add_argument("--figures", required=True, help="figures/<study>")
+    pp.add_argument("--out", default="paper/paper.pdf")
+    pp.set_defaults(func=cmd_paper)
+
+    fr = sub.add_parser("freeze", help="copy a finished study into manifests/<study>/ with hashes")
+    fr.add_argument("study")
+    fr.add_argument("--results", default="results")
+    fr.add_argument("--manifests", default="manifests")
+    fr.add_argument("--force", action="store_true", help="replace a frozen study (keeps the old manifest)")
+    fr.add_argument("--studies-dir", help="where study configs live (default config/studies)")
+    fr.set_defaults(func=cmd_freeze)
+
+    au = sub.add_parser("audit", help="re-hash frozen studies and recompute every number")
+    au.add_argument("--studies", nargs="*", default=None, help="default: the studies in --config")
+    au.add_argument("--config", default="config/config.yaml")
+    au.add_argument("--manifests", default="manifests")
+    au.add_argument("--numbers", default="paper/build/numbers.json")
+    au.set_defaults(func=cmd_audit)
+
+    dr = sub.add_parser("drift", help="compare a rerun study with its frozen manifest")
+    dr.add_argument("study")
+    dr.add_argument("--results", required=True)
+    dr.add_argument("--manifests", default="manifests")
+    dr.add_argument("--out", required=True)
+    dr.set_defaults(func=cmd_drift)
     return p
 
 

@@ -42,7 +42,8 @@ def run_grid(study: Study, prompt_set: list[dict], runs_out: Path, rounds_out: P
     pool, run_rows, round_frames = ModelPool(study), [], []
     bar = tqdm(total=n_runs, desc=f"runs {study.name}", unit="run")
     order = 0
-    for pair in study.pairs:
+    pairs = study.pairs
+    for pi_pair, pair in enumerate(pairs):
         target = pool.target(pair["target"])
         for pi, rec in enumerate(prompt_set):
             ids = prompt_ids(target, rec)
@@ -73,7 +74,7 @@ def run_grid(study: Study, prompt_set: list[dict], runs_out: Path, rounds_out: P
                         rf.insert(0, "run_id", run_id)
                         round_frames.append(rf)
                         bar.update()
-        if pair is study.pairs[-1] or study.pairs[study.pairs.index(pair) + 1]["target"] != pair["target"]:
+        if pi_pair == len(pairs) - 1 or pairs[pi_pair + 1]["target"] != pair["target"]:
             pool.release_target(pair["target"])
     bar.close()
     write_parquet(pd.DataFrame(run_rows), runs_out)

@@ -16,8 +16,8 @@ from .records import read_json, sha256_file, write_json
 RAW = ["provenance.json", "models.json", "prompts.jsonl", "reference.parquet", "reference.seal.json",
        "runs.parquet", "rounds.parquet", "micro.parquet", "pit.parquet", "batch_invariance.parquet",
        "qualification.parquet", "margins.parquet", "prediction_seal.json", "prediction.json",
-       "level1.json", "level2.json", "calibration.parquet", "calibration.json"]
-OPTIONAL = ["advise.parquet"]
+       "level1.json", "level2.json", "calibration.parquet", "calibration.json", "advise.parquet"]
+OPTIONAL: list[str] = []
 DERIVED = ["agreement.parquet", "costs.parquet", "stats.json", "certificate.json"]
 
 

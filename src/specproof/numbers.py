@@ -40,6 +40,8 @@ def study_numbers(a: StudyAnalysis, manifest_sha256: str | None) -> dict:
         put(f"software.{pkg}", a.provenance["packages"].get(pkg), "version", "provenance.json")
     put("software.llama_cmake_args", (a.provenance.get("llama_cpp", {}).get("build") or {}).get("cmake_args"),
         "text", "provenance.json")
+    pairs = a.provenance["study"]["config"]["pairs"]
+    put("headline.pair", f"{pairs[0]['target']}+{pairs[0]['draft']}", "text", "provenance.json")
     put("runs.count", len(a.runs), "runs", "runs.parquet")
     put("runs.prompts", a.runs["prompt_id"].nunique(), "prompts", "runs.parquet")
     put("runs.max_new_tokens", a.provenance["study"]["config"]["settings"]["max_new_tokens"], "tokens",

@@ -34,10 +34,16 @@ def build_numbers(config: dict, manifests: Path, results: Path, out: Path) -> di
     return numbers
 
 
-def compile_paper(source: Path, pdf: Path, root: Path) -> None:
+def compile_paper(source: Path, pdf: Path, numbers: Path, figures: Path) -> None:
+    """Compile with typst (offline); the paper reads numbers and figures through
+    sys.inputs so a test build can point them elsewhere."""
     import typst
+    numbers, figures = Path(numbers).resolve(), Path(figures).resolve()
+    if not numbers.is_file():
+        raise SpecproofError(f"{numbers}: numbers.json does not exist")
     try:
-        typst.compile(str(source), output=str(pdf), root=str(root))
+        typst.compile(str(source), output=str(pdf), root="/",
+                      sys_inputs={"numbers": str(numbers), "figures": str(figures)})
     except Exception as exc:  # typst raises its own error type with the diagnostics
         first = str(exc).strip().splitlines()
         msg = " ".join(line.strip() for line in first[:3]) if first else type(exc).__name__

@@ -25,7 +25,7 @@ FILES = {
     "runs": ["runs.parquet", "rounds.parquet"], "micro": ["micro.parquet"], "pit": ["pit.parquet"],
     "batch_invariance": ["batch_invariance.parquet"], "qualification": ["qualification.parquet"],
     "predict": ["prediction_seal.json"], "predicted": ["prediction.json"],
-    "margins": ["margins.parquet"], "analyze": ["agreement.parquet", "costs.parquet", "stats.json",
+    "margins": ["margins.parquet"], "advise": ["advise.parquet"], "analyze": ["agreement.parquet", "costs.parquet", "stats.json",
                                                 "certificate.json"],
     "level1": ["level1.json"], "level2": ["level2.json"],
     "calibration": ["calibration.parquet", "calibration.json"],
@@ -180,6 +180,28 @@ def stage_margins(study: Study, d: Path) -> None:
         pool.release_target(tname)
     write_parquet(pd.DataFrame(rows, columns=["target", "prompt_id", "index", "top2_margin"]),
                   d / "margins.parquet")
+
+
+def stage_advise(study: Study, d: Path) -> None:
+    """Per pair: the advised K and predicted speedup (probe on the discovery prompts),
+    and the realized speedup at that K on the reserved prompts (greedy)."""
+    from .advise import advise, realized_speedup
+    from .workloads import split_discovery
+    discovery, reserved = split_discovery(load_prompt_set(d), 0.5)
+    pool, rows = ModelPool(study), []
+    for pair in tqdm(study.pairs, desc="advise", unit="pair"):
+        target = pool.target(pair["target"])
+        drafter = pool.drafter(pair["draft"], target, 0.0, study.settings["seed"])
+        probe = [prompt_ids(target, r) for r in discovery[:2]]
+        res = advise(target, drafter, probe, k_max=8, probe_tokens=study.settings["max_new_tokens"])
+        real = realized_speedup(target, drafter, [prompt_ids(target, r) for r in reserved], res["k"],
+                                max_new_tokens=study.settings["max_new_tokens"])
+        rows.append({"pair": pair["name"], "target": pair["target"], "draft": pair["draft"],
+                     "k": res["k"], "predicted_speedup": res["predicted_speedup"],
+                     "realized_speedup": real, "enable": res["enable"],
+                     "draft_to_target_ratio": res["draft_to_target_ratio"],
+                     "advise_seconds": res["seconds"]})
+    write_parquet(pd.DataFrame(rows), d / "advise.parquet")
 
 
 def stage_analyze(study: Study, d: Path) -> None:

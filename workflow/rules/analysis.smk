@@ -5,13 +5,13 @@ rule analyze:
         [f"{RESULTS}/{{study}}/{f}" for f in DERIVED],
     log:
         f"{RESULTS}/{{study}}/logs/analyze.log",
+    conda:
+        ENV
     threads: 1
     resources:
         mem_mb=2000,
-    params:
-        cmd=stage_cmd("analyze"),
     shell:
-        "{params.cmd}"
+        stage_cmd("analyze")
 
 
 rule figures:
@@ -21,6 +21,8 @@ rule figures:
         expand(f"{FIGURES}/{{{{study}}}}/{{name}}.{{ext}}", name=FIGURE_NAMES, ext=["pdf", "png"]),
     log:
         f"{FIGURES}/{{study}}/figures.log",
+    conda:
+        ENV
     threads: 1
     resources:
         mem_mb=2000,
@@ -38,6 +40,8 @@ rule numbers:
         f"{PAPER}/build/numbers.json",
     log:
         f"{PAPER}/build/numbers.log",
+    conda:
+        ENV
     threads: 1
     resources:
         mem_mb=2000,
@@ -45,6 +49,8 @@ rule numbers:
         studies=config["studies"],
         head=head_study(),
         title=config.get("paper", {}).get("title", "specproof"),
+        manifests=MANIFESTS,
+        results=RESULTS,
     shell:
         "specproof numbers --studies {params.studies} --head {params.head} --title {params.title:q} "
-        "--manifests {MANIFESTS} --results {RESULTS} --out {output} > {log} 2>&1"
+        "--manifests {params.manifests} --results {params.results} --out {output} > {log} 2>&1"

@@ -1,4 +1,3 @@
-import os
 from pathlib import Path
 
 from snakemake.utils import validate
@@ -9,15 +8,15 @@ RESULTS = config.get("results_dir", "results")
 MANIFESTS = config.get("manifests_dir", "manifests")
 FIGURES = config.get("figures_dir", "figures")
 PAPER = config.get("paper_dir", "paper")
-if "studies_dir" in config:
-    os.environ["SPECPROOF_STUDIES"] = str(Path(config["studies_dir"]).resolve())
-os.environ.setdefault("SPECPROOF_MODEL_DIR", str(Path("resources/models").resolve()))
+STUDIES_DIR = config.get("studies_dir", "config/studies")
+MODEL_DIR = config.get("model_dir", "resources/models")
+ENV = "../../environment.yml"
 
 FIGURE_NAMES = ["speedup_vs_k", "acceptance", "verify_cost", "cost_decomposition", "agreement", "pit"]
 RAW = ["provenance.json", "models.json", "prompts.jsonl", "reference.parquet", "reference.seal.json",
        "runs.parquet", "rounds.parquet", "micro.parquet", "pit.parquet", "batch_invariance.parquet",
        "qualification.parquet", "margins.parquet", "prediction_seal.json", "prediction.json",
-       "level1.json", "level2.json", "calibration.parquet", "calibration.json"]
+       "level1.json", "level2.json", "calibration.parquet", "calibration.json", "advise.parquet"]
 DERIVED = ["agreement.parquet", "costs.parquet", "stats.json", "certificate.json"]
 
 
@@ -52,5 +51,5 @@ def paper_pdf():
 
 def stage_cmd(name):
     """The shell line that runs one model-running stage of a study into its results dir."""
-    return (f"specproof stage {name} --study {{wildcards.study}} "
-            f"--results {RESULTS}/{{wildcards.study}} > {{log}} 2>&1")
+    return (f"specproof stage {name} --study {{wildcards.study}} --studies-dir {STUDIES_DIR} "
+            f"--model-dir {MODEL_DIR} --results {RESULTS}/{{wildcards.study}} > {{log}} 2>&1")

@@ -5,13 +5,13 @@ rule batch_invariance:
         f"{RESULTS}/{{study}}/batch_invariance.parquet",
     log:
         f"{RESULTS}/{{study}}/logs/batch_invariance.log",
+    conda:
+        ENV
     threads: 2
     resources:
         mem_mb=8000,
-    params:
-        cmd=stage_cmd("batch_invariance"),
     shell:
-        "{params.cmd}"
+        stage_cmd("batch_invariance")
 
 
 rule qualification:
@@ -22,13 +22,13 @@ rule qualification:
         f"{RESULTS}/{{study}}/qualification.parquet",
     log:
         f"{RESULTS}/{{study}}/logs/qualification.log",
+    conda:
+        ENV
     threads: 2
     resources:
         mem_mb=8000,
-    params:
-        cmd=stage_cmd("qualification"),
     shell:
-        "{params.cmd}"
+        stage_cmd("qualification")
 
 
 rule predict:
@@ -38,13 +38,13 @@ rule predict:
         f"{RESULTS}/{{study}}/prediction_seal.json",
     log:
         f"{RESULTS}/{{study}}/logs/predict.log",
+    conda:
+        ENV
     threads: 2
     resources:
         mem_mb=8000,
-    params:
-        cmd=stage_cmd("predict"),
     shell:
-        "{params.cmd}"
+        stage_cmd("predict")
 
 
 rule predicted:
@@ -54,13 +54,13 @@ rule predicted:
         f"{RESULTS}/{{study}}/prediction.json",
     log:
         f"{RESULTS}/{{study}}/logs/predicted.log",
+    conda:
+        ENV
     threads: 2
     resources:
         mem_mb=8000,
-    params:
-        cmd=stage_cmd("predicted"),
     shell:
-        "{params.cmd}"
+        stage_cmd("predicted")
 
 
 rule pit:
@@ -70,13 +70,13 @@ rule pit:
         f"{RESULTS}/{{study}}/pit.parquet",
     log:
         f"{RESULTS}/{{study}}/logs/pit.log",
+    conda:
+        ENV
     threads: 2
     resources:
         mem_mb=8000,
-    params:
-        cmd=stage_cmd("pit"),
     shell:
-        "{params.cmd}"
+        stage_cmd("pit")
 
 
 rule margins:
@@ -87,13 +87,13 @@ rule margins:
         f"{RESULTS}/{{study}}/margins.parquet",
     log:
         f"{RESULTS}/{{study}}/logs/margins.log",
+    conda:
+        ENV
     threads: 2
     resources:
         mem_mb=8000,
-    params:
-        cmd=stage_cmd("margins"),
     shell:
-        "{params.cmd}"
+        stage_cmd("margins")
 
 
 rule level1:
@@ -103,13 +103,13 @@ rule level1:
         f"{RESULTS}/{{study}}/level1.json",
     log:
         f"{RESULTS}/{{study}}/logs/level1.log",
+    conda:
+        ENV
     threads: 1
     resources:
         mem_mb=1000,
-    params:
-        cmd=stage_cmd("level1"),
     shell:
-        "{params.cmd}"
+        stage_cmd("level1")
 
 
 rule level2:
@@ -119,13 +119,13 @@ rule level2:
         f"{RESULTS}/{{study}}/level2.json",
     log:
         f"{RESULTS}/{{study}}/logs/level2.log",
+    conda:
+        ENV
     threads: 1
     resources:
         mem_mb=1000,
-    params:
-        cmd=stage_cmd("level2"),
     shell:
-        "{params.cmd}"
+        stage_cmd("level2")
 
 
 rule calibration:
@@ -136,10 +136,10 @@ rule calibration:
         f"{RESULTS}/{{study}}/calibration.json",
     log:
         f"{RESULTS}/{{study}}/logs/calibration.log",
+    conda:
+        ENV
     threads: 1
     resources:
         mem_mb=2000,
-    params:
-        cmd=stage_cmd("calibration"),
     shell:
-        "{params.cmd}"
+        stage_cmd("calibration")

@@ -1,15 +1,18 @@
 rule audit:
     log:
         f"{PAPER}/build/audit.log",
+    conda:
+        ENV
     threads: 1
     resources:
         mem_mb=2000,
     params:
         studies=config["studies"],
         numbers=f"{PAPER}/build/numbers.json",
+        manifests=MANIFESTS,
     shell:
-        "specproof audit --studies {params.studies} --manifests {MANIFESTS} --numbers {params.numbers} "
-        "2>&1 | tee {log}"
+        "specproof audit --studies {params.studies} --manifests {params.manifests} "
+        "--numbers {params.numbers} 2>&1 | tee {log}"
 
 
 rule drift:
@@ -19,11 +22,16 @@ rule drift:
         f"{RESULTS}/{{study}}/drift.md",
     log:
         f"{RESULTS}/{{study}}/logs/drift.log",
+    conda:
+        ENV
     threads: 1
     resources:
         mem_mb=2000,
+    params:
+        results=lambda w: f"{RESULTS}/{w.study}",
+        manifests=MANIFESTS,
     shell:
-        "specproof drift {wildcards.study} --results {RESULTS}/{wildcards.study} --manifests {MANIFESTS} "
+        "specproof drift {wildcards.study} --results {params.results} --manifests {params.manifests} "
         "--out {output} > {log} 2>&1"
 
 

@@ -7,6 +7,8 @@ rule paper:
         f"{PAPER}/paper.pdf",
     log:
         f"{PAPER}/build/paper.log",
+    conda:
+        ENV
     threads: 1
     resources:
         mem_mb=2000,

@@ -7,10 +7,10 @@ rule reference:
         f"{RESULTS}/{{study}}/reference.seal.json",
     log:
         f"{RESULTS}/{{study}}/logs/reference.log",
+    conda:
+        ENV
     threads: 2
     resources:
         mem_mb=8000,
-    params:
-        cmd=stage_cmd("reference"),
     shell:
-        "{params.cmd}"
+        stage_cmd("reference")

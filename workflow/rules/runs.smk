@@ -7,13 +7,13 @@ rule runs:
         f"{RESULTS}/{{study}}/rounds.parquet",
     log:
         f"{RESULTS}/{{study}}/logs/runs.log",
+    conda:
+        ENV
     threads: 2
     resources:
         mem_mb=8000,
-    params:
-        cmd=stage_cmd("runs"),
     shell:
-        "{params.cmd}"
+        stage_cmd("runs")
 
 
 rule micro:
@@ -24,10 +24,27 @@ rule micro:
         f"{RESULTS}/{{study}}/micro.parquet",
     log:
         f"{RESULTS}/{{study}}/logs/micro.log",
+    conda:
+        ENV
     threads: 2
     resources:
         mem_mb=8000,
-    params:
-        cmd=stage_cmd("micro"),
     shell:
-        "{params.cmd}"
+        stage_cmd("micro")
+
+
+rule advise:
+    input:
+        f"{RESULTS}/{{study}}/prompts.jsonl",
+        f"{RESULTS}/{{study}}/micro.parquet",
+    output:
+        f"{RESULTS}/{{study}}/advise.parquet",
+    log:
+        f"{RESULTS}/{{study}}/logs/advise.log",
+    conda:
+        ENV
+    threads: 2
+    resources:
+        mem_mb=8000,
+    shell:
+        stage_cmd("advise")

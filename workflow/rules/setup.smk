@@ -3,13 +3,13 @@ rule models:
         f"{RESULTS}/{{study}}/models.json",
     log:
         f"{RESULTS}/{{study}}/logs/models.log",
+    conda:
+        ENV
     threads: 1
     resources:
         mem_mb=4000,
-    params:
-        cmd=stage_cmd("models"),
     shell:
-        "{params.cmd}"
+        stage_cmd("models")
 
 
 rule prompts:
@@ -17,13 +17,13 @@ rule prompts:
         f"{RESULTS}/{{study}}/prompts.jsonl",
     log:
         f"{RESULTS}/{{study}}/logs/prompts.log",
+    conda:
+        ENV
     threads: 1
     resources:
         mem_mb=500,
-    params:
-        cmd=stage_cmd("prompts"),
     shell:
-        "{params.cmd}"
+        stage_cmd("prompts")
 
 
 rule provenance:
@@ -34,10 +34,10 @@ rule provenance:
         f"{RESULTS}/{{study}}/provenance.json",
     log:
         f"{RESULTS}/{{study}}/logs/provenance.log",
+    conda:
+        ENV
     threads: 1
     resources:
         mem_mb=1000,
-    params:
-        cmd=stage_cmd("provenance"),
     shell:
-        "{params.cmd}"
+        stage_cmd("provenance")

@@ -1,0 +1,80 @@
+"""``specproof advise``: should speculation be enabled on this machine, and at which K?
+
+Measures, for a target and a drafter: the target's verify cost v(B) for B = 1..K_max+1,
+the draft step cost c_draft, and acceptance by draft position alpha_i from a short
+speculative probe at K_max on the user's prompts (greedy unless a temperature is given).
+It then predicts, for every K,
+
+    S(K) = t_T * E[C|K] / (K c_draft + v(K+1) + x),   E[C|K] = 1 + sum_j prod_{i<=j} alpha_i
+
+with t_T = v(1) + x_T the target-only cost per token (x_T its per-step residual, x the
+per-round residual, both measured in the probe), and recommends K* = argmax S(K);
+speculation is enabled only if S(K*) > 1.
+"""
+from __future__ import annotations
+
+import statistics
+import time
+
+import numpy as np
+
+from .backends.base import Backend
+from .costs import acceptance_by_position, expected_committed
+from .decoding import DecodeSettings, decode_speculative, decode_target_only
+from .drafters import Drafter, ModelDrafter
+from .micro import time_forward
+from .policies import FixedPolicy
+
+
+def advise(target: Backend, drafter: Drafter, prompts: list[list[int]], k_max: int = 8,
+           temperature: float = 0.0, probe_tokens: int = 48, repeats: int = 5, seed: int = 0) -> dict:
+    t0 = time.perf_counter()
+    ctx = prompts[0]
+    block = (ctx * (k_max + 2))[: k_max + 1]
+    verify = {b: statistics.median(time_forward(target, ctx, block[:b], repeats)) for b in range(1, k_max + 2)}
+    if isinstance(drafter, ModelDrafter):
+        draft_ms = statistics.median(time_forward(drafter.backend, ctx, block[:1], repeats * 2, last_only=True))
+    else:
+        draft_ms = None  # measured from the probe's rounds below (model-free drafters)
+    settings = DecodeSettings(probe_tokens, temperature, seed)
+    frames, target_x, spec_x = [], [], []
+    for ids in prompts:
+        base = decode_target_only(target, ids, settings).rounds_frame()
+        target_x.append(float(base["residual_ns"].mean()) / 1e6)
+        run = decode_speculative(target, drafter, ids, settings, FixedPolicy(k_max)).rounds_frame()
+        frames.append(run)
+        spec_x.append(float((run["residual_ns"] + run["replay_ns"]).mean()) / 1e6)
+    import pandas as pd
+    rounds = pd.concat(frames, ignore_index=True)
+    alpha = acceptance_by_position(rounds, k_max)
+    if draft_ms is None:
+        drafted = rounds["k"].sum()
+        draft_ms = float(rounds["draft_ns"].sum() / max(drafted, 1) / 1e6)
+    x_t, x_s = float(np.mean(target_x)), float(np.mean(spec_x))
+    t_target = verify[1] + x_t
+    table = []
+    for k in range(1, k_max + 1):
+        e_c = expected_committed(alpha, k)
+        round_ms = k * draft_ms + verify[k + 1] + x_s
+        table.append({"k": k, "expected_committed": e_c, "round_ms": round_ms,
+                      "predicted_speedup": t_target * e_c / round_ms})
+    best = max(table, key=lambda r: r["predicted_speedup"])
+    return {"k": best["k"], "predicted_speedup": best["predicted_speedup"],
+            "enable": best["predicted_speedup"] > 1.0, "table": table,
+            "verify_ms": verify, "draft_step_ms": draft_ms, "target_ms_per_token": t_target,
+            "alpha": [None if not np.isfinite(a) else float(a) for a in alpha],
+            "draft_to_target_ratio": draft_ms / verify[1], "seconds": time.perf_counter() - t0}
+
+
+def realized_speedup(target: Backend, drafter: Drafter, prompts: list[list[int]], k: int,
+                     temperature: float = 0.0, max_new_tokens: int = 64, seed: int = 0) -> float:
+    """Measured tokens/s ratio at fixed K (target-only and speculative alternate per
+    prompt); ratio of total tokens over total decode time."""
+    s = DecodeSettings(max_new_tokens, temperature, seed)
+    tok_t = ns_t = tok_s = ns_s = 0
+    for ids in prompts:
+        a = decode_target_only(target, ids, s)
+        b = decode_speculative(target, drafter, ids, s, FixedPolicy(k))
+        tok_t, ns_t = tok_t + a.new_tokens, ns_t + a.decode_ns
+        tok_s, ns_s = tok_s + b.new_tokens, ns_s + b.decode_ns
+    return (tok_s / ns_s) / (tok_t / ns_t)

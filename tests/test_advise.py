@@ -1,0 +1,29 @@
+"""advise: the cost-model prediction is assembled from measured parts (no timing asserted)."""
+import pytest
+
+from specproof.advise import advise
+from specproof.backends.mock import MockBackend
+from specproof.costs import expected_committed
+from specproof.drafters import ModelDrafter, NGramDrafter
+
+import numpy as np
+
+
+def test_expected_committed_uses_survival_products():
+    alpha = np.array([0.9, 0.5, 0.5])
+    assert expected_committed(alpha, 3) == pytest.approx(1 + 0.9 + 0.45 + 0.225)
+    assert expected_committed(alpha, 1) == pytest.approx(1.9)
+
+
+@pytest.mark.parametrize("drafter_kind", ["model", "ngram"])
+def test_advise_table_is_consistent(drafter_kind):
+    target = MockBackend(vocab_size=40, seed=1, scale=3.0, latency_ms=1.0)
+    draft = MockBackend(vocab_size=40, seed=1, scale=3.0, noise=0.5)
+    drafter = ModelDrafter(draft) if drafter_kind == "model" else NGramDrafter()
+    res = advise(target, drafter, [[1, 2, 3, 4], [5, 6, 7]], k_max=4, probe_tokens=16, repeats=2)
+    assert [r["k"] for r in res["table"]] == [1, 2, 3, 4]
+    best = max(res["table"], key=lambda r: r["predicted_speedup"])
+    assert res["k"] == best["k"] and res["enable"] == (best["predicted_speedup"] > 1)
+    for r in res["table"]:
+        assert r["round_ms"] > 0 and 1.0 <= r["expected_committed"] <= r["k"] + 1
+    assert set(res["verify_ms"]) == {1, 2, 3, 4, 5}
