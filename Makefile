@@ -11,6 +11,8 @@ LLAMA_VERSION    := 0.3.36
 TORCH_VERSION    ?= 2.13.0
 CORES            ?= 1
 STUDY            ?= cpu-smollm2
+# Rules call the `specproof` command: put the venv first on PATH for every recipe.
+export PATH := $(abspath $(BIN)):$(PATH)
 
 .PHONY: install test test-fast study paper audit lint clean-venv
 
