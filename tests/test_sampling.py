@@ -4,20 +4,8 @@ import pytest
 from scipy import stats
 
 from conftest import random_dist
-from specproof.sampling import (Sampler, acceptance_probability, residual_distribution,
-                                sample_from, softmax)
-
-
-def output_distribution(p: np.ndarray, q: np.ndarray) -> np.ndarray:
-    """Enumerate the algorithm's branches: draft x ~ q, accept w.p. a(x), else draw
-    from the residual. P(y) = q(y) a(y) + sum_x q(x) (1 - a(x)) r(y)."""
-    out = np.zeros_like(p)
-    r = residual_distribution(p, q)
-    for x in np.flatnonzero(q):
-        a = acceptance_probability(p, q, int(x))
-        out[x] += q[x] * a
-        out += q[x] * (1.0 - a) * r
-    return out
+from specproof.certificate import output_distribution  # enumerates the step's branches
+from specproof.sampling import Sampler, acceptance_probability, sample_from, softmax
 
 
 CASES = [(5, None, None), (12, None, None), (12, 6, None), (12, None, 4), (12, 5, 5), (3, 1, None)]
