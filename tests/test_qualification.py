@@ -42,7 +42,7 @@ def test_batch_variant_target_fails_qualification(tmp_path, variance, batched_ok
     assert bool(by_mode["batched"]) is batched_ok
     probe_batch_invariance(study, prompts, ref, tmp_path / "bi.parquet")
     bi = pd.read_parquet(tmp_path / "bi.parquet")
-    assert (bi["max_abs_dlogit"].max() > 0) is (variance > 0)
+    assert bool(bi["max_abs_dlogit"].max() > 0) is (variance > 0)
 
 
 def test_changed_reference_is_refused(tmp_path):

@@ -15,14 +15,18 @@ from tqdm import tqdm
 from .decoding import DecodeSettings, decode_speculative, decode_target_only
 from .loader import ModelPool
 from .policies import make_policy
-from .records import write_parquet
+from .records import sha256_text, write_parquet
 from .study import Study
 from .trace import RunResult
 from .workloads import prompt_ids
 
 
-def run_seed(study: Study, prompt_index: int, rep: int) -> int:
-    return int(study.settings["seed"]) + 1000 * prompt_index + rep
+def run_seed(study: Study, *parts) -> int:
+    """A distinct seed per run: sha256(study seed, pair, prompt, repetition, temperature,
+    position in the block). Sampled sequences must not share randomness: the
+    certificate pools them and needs them independent."""
+    key = "|".join(str(x) for x in (study.settings["seed"], *parts))
+    return int(sha256_text(key)[:8], 16)
 
 
 def _row(run_id: str, base: dict, cfg: dict, r: RunResult) -> dict:
@@ -48,15 +52,15 @@ def run_grid(study: Study, prompt_set: list[dict], runs_out: Path, rounds_out: P
         for pi, rec in enumerate(prompt_set):
             ids = prompt_ids(target, rec)
             for rep in range(reps):
-                seed = run_seed(study, pi, rep)
                 for temp in temps:
-                    base = {"pair": pair["name"], "target": pair["target"], "draft": pair["draft"],
-                            "workload": rec["workload"], "prompt_id": rec["id"], "rep": rep,
-                            "seed": seed}
-                    settings = DecodeSettings(study.settings["max_new_tokens"], temp, seed, "batched")
                     block = f"{pair['name']}|{rec['id']}|r{rep}|T{temp:g}"
                     plan = ["A"] + [c for c in grid if c.temperature == temp] + ["A"]
                     for j, item in enumerate(plan):
+                        seed = run_seed(study, block, j)
+                        base = {"pair": pair["name"], "target": pair["target"], "draft": pair["draft"],
+                                "workload": rec["workload"], "prompt_id": rec["id"], "rep": rep,
+                                "seed": seed}
+                        settings = DecodeSettings(study.settings["max_new_tokens"], temp, seed, "batched")
                         if item == "A":
                             r = decode_target_only(target, ids, settings)
                             cfg = {"config": "target-only", "k": 0, "policy": "none",

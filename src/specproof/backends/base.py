@@ -30,18 +30,22 @@ class BackendInfo:
 
 
 class Backend(ABC):
+    """Subclasses set ``_vocab`` (vocabulary size) and ``_eos`` (end-of-sequence ids)."""
+
     name: str = "base"
+    _vocab: int = 0
+    _eos: frozenset[int] = frozenset()
 
     def __init__(self) -> None:
         self.length = 0
 
     @property
-    @abstractmethod
-    def vocab_size(self) -> int: ...
+    def vocab_size(self) -> int:
+        return self._vocab
 
     @property
-    @abstractmethod
-    def eos_ids(self) -> frozenset[int]: ...
+    def eos_ids(self) -> frozenset[int]:
+        return self._eos
 
     @abstractmethod
     def encode(self, text: str) -> list[int]: ...

@@ -64,14 +64,6 @@ class HFBackend(Backend):
         if device not in ("cpu", "mps") and not device.startswith("cuda"):
             raise ConfigError(f"hf device must be cpu, cuda[:n] or mps (got {device!r})")
 
-    @property
-    def vocab_size(self) -> int:
-        return self._vocab
-
-    @property
-    def eos_ids(self) -> frozenset[int]:
-        return self._eos
-
     def encode(self, text: str) -> list[int]:
         return list(self.tokenizer.encode(text, add_special_tokens=False))
 

@@ -64,14 +64,6 @@ class LlamaCppBackend(Backend):
         self._eos = frozenset(e for e in eos if e is not None and e >= 0)
 
     @property
-    def vocab_size(self) -> int:
-        return self._vocab
-
-    @property
-    def eos_ids(self) -> frozenset[int]:
-        return self._eos
-
-    @property
     def max_context(self) -> int:
         return self.settings["n_ctx"]
 

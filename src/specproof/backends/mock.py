@@ -35,10 +35,6 @@ class MockBackend(Backend):
         self._tokens: list[int] = []
 
     @property
-    def vocab_size(self) -> int:
-        return self._vocab
-
-    @property
     def eos_ids(self) -> frozenset[int]:
         return frozenset() if self.eos_id is None else frozenset({self.eos_id})
 
