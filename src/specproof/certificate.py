@@ -108,16 +108,23 @@ class SkipResidualSampler(Sampler):
 
 
 def mock_pit(target: MockBackend, prompt: list[int], tokens: list[int], temperature: float,
-             rng: np.random.Generator) -> np.ndarray:
-    """PIT (columns: id order, rank order) under the mock target's exact p along the
-    emitted sequence."""
+             rng: np.random.Generator, draft: MockBackend | None = None) -> np.ndarray:
+    """PIT under the mock target's exact p along the emitted sequence; columns: id
+    order, rank order (p descending) and, with the draft, ratio order (q/p descending:
+    the direction in which skipping the residual resample moves mass)."""
     ctx = list(prompt)
-    rows = []
+    rows, qrows = [], []
     for x in tokens:
         rows.append(softmax(target.logits_for(ctx), temperature))
+        if draft is not None:
+            qrows.append(softmax(draft.logits_for(ctx), temperature))
         ctx.append(int(x))
     probs, toks, v = np.array(rows), np.array(tokens), rng.random(len(tokens))
-    return np.stack([pit_values(probs, toks, v), pit_rank_values(probs, toks, v)], axis=1)
+    cols = [pit_values(probs, toks, v), pit_rank_values(probs, toks, v)]
+    if draft is not None:
+        ratio = np.array(qrows) / np.clip(probs, 1e-300, None)
+        cols.append(pit_rank_values(probs, toks, v, key=ratio))
+    return np.stack(cols, axis=1)
 
 
 def _spec_tokens(target, draft, n_tokens, temperature, seed, sampler_cls=Sampler,
@@ -135,7 +142,7 @@ def _spec_tokens(target, draft, n_tokens, temperature, seed, sampler_cls=Sampler
             s = DecodeSettings(n, decode_temperature, seed * 1000 + i, stop_at_eos=False)
             r = decode_speculative(target, ModelDrafter(draft, decode_temperature, seed * 1000 + i),
                                    prompt, s, FixedPolicy(4))
-            us.append(mock_pit(target, prompt, r.new_ids, temperature, rng))
+            us.append(mock_pit(target, prompt, r.new_ids, temperature, rng, draft))
             done += r.new_tokens
             i += 1
     finally:
@@ -147,7 +154,7 @@ def level2(seed: int, n_tokens: int = 4000) -> dict:
     target, draft = mock_pair(seed)
     u = _spec_tokens(target, draft, n_tokens, 1.0, seed)
     return {"model": "mock", **MOCK, "draft_noise": 1.2, "k": 4, "temperature": 1.0,
-            **uniformity(u[:, 0]), "rank_order": uniformity(u[:, 1])}
+            **uniformity(u[:, 0]), "rank_order": uniformity(u[:, 1]), "ratio_order": uniformity(u[:, 2])}
 
 
 def _temperature_power(n_tokens: int, deltas, reps: int, alpha: float, seed: int,
@@ -165,7 +172,13 @@ def _temperature_power(n_tokens: int, deltas, reps: int, alpha: float, seed: int
             cdf = np.cumsum(p_bad, axis=1)
             x = (cdf < rng.random((n_tokens, 1)) * cdf[:, -1:]).sum(axis=1).clip(0, v - 1)
             v_ = rng.random(n_tokens)
-            u = pit_values(p, x, v_) if order == "id" else pit_rank_values(p, x, v_)
+            if order == "id":
+                u = pit_values(p, x, v_)
+            elif order == "rank":
+                u = pit_rank_values(p, x, v_)
+            else:
+                q = softmax(logits + 1.2 * rng.standard_normal((n_tokens, v)), 1.0)
+                u = pit_rank_values(p, x, v_, key=q / p)
             rejections += stats.kstest(u, "uniform").pvalue < alpha
             tvs.append(float(0.5 * np.abs(p - p_bad).sum(axis=1).mean()))
         out.append({"delta": float(delta), "tv_per_token": float(np.mean(tvs)),
@@ -197,14 +210,17 @@ def calibrate(n_tokens: int, reps: int, alpha: float, seed: int,
     for name, n_rep, cls, dec_t in scenarios:
         for rep in range(n_rep):
             u = _spec_tokens(target, draft, n_cal, 1.0, seed + 7 * rep + 1, cls, dec_t)
-            res, res_rank = uniformity(u[:, 0]), uniformity(u[:, 1])
+            res, res_rank, res_ratio = uniformity(u[:, 0]), uniformity(u[:, 1]), uniformity(u[:, 2])
             rows.append({"scenario": name, "rep": rep, "n_tokens": res["n_tokens"],
                          "ks_pvalue": res["ks_pvalue"], "chi2_pvalue": res["chi2_pvalue"],
                          "rank_ks_pvalue": res_rank["ks_pvalue"],
-                         "rank_chi2_pvalue": res_rank["chi2_pvalue"]})
+                         "rank_chi2_pvalue": res_rank["chi2_pvalue"],
+                         "ratio_ks_pvalue": res_ratio["ks_pvalue"],
+                         "ratio_chi2_pvalue": res_ratio["chi2_pvalue"]})
     table = pd.DataFrame(rows)
     deltas = [0.01, 0.02, 0.04, 0.08, 0.16, 0.32, 0.64]
-    curves = {o: _temperature_power(max(n_tokens, 50), deltas, 60, alpha, seed, o) for o in ("id", "rank")}
+    curves = {o: _temperature_power(max(n_tokens, 50), deltas, 60, alpha, seed, o)
+              for o in ("id", "rank", "ratio")}
     return table, summarize_calibration(table, curves, alpha, n_tokens)
 
 
@@ -216,7 +232,8 @@ def summarize_calibration(table: pd.DataFrame, curves: dict, alpha: float, n_tok
            "tokens_per_repetition": int(table["n_tokens"].iloc[0]),
            "power_family": "sampling at temperature T(1+delta) instead of T = 1 (mock, i.i.d. positions)",
            "power_curve": curves, "orders": {}}
-    for order, ks, chi in (("id", "ks_pvalue", "chi2_pvalue"), ("rank", "rank_ks_pvalue", "rank_chi2_pvalue")):
+    for order, ks, chi in (("id", "ks_pvalue", "chi2_pvalue"), ("rank", "rank_ks_pvalue", "rank_chi2_pvalue"),
+                           ("ratio", "ratio_ks_pvalue", "ratio_chi2_pvalue")):
         null = table[table["scenario"] == "null"]
         res = {"null_repetitions": int(len(null)),
                "null_pvalues_ks_pvalue": float(stats.kstest(null[ks], "uniform").pvalue),

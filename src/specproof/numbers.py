@@ -114,6 +114,8 @@ def study_numbers(a: StudyAnalysis, manifest_sha256: str | None) -> dict:
     put("level2.n_tokens", a.level2["n_tokens"], "tokens", "level2.json")
     put("level2.ks_pvalue", a.level2["ks_pvalue"], "", "level2.json")
     put("level2.rank_ks_pvalue", a.level2["rank_order"]["ks_pvalue"], "", "level2.json")
+    if "ratio_order" in a.level2:
+        put("level2.ratio_ks_pvalue", a.level2["ratio_order"]["ks_pvalue"], "", "level2.json")
     p = a.prediction
     put("prediction.P_matched", p["P_matched"], "runs", "prediction.json")
     put("prediction.P_total", p["P_total"], "runs", "prediction.json")

@@ -30,16 +30,21 @@ def pit_values(probs: np.ndarray, tokens: np.ndarray, v: np.ndarray) -> np.ndarr
     return cdf_below[idx, tokens] + v * probs[idx, tokens]
 
 
-def rank_below(probs: np.ndarray, tokens: np.ndarray) -> np.ndarray:
-    """Mass ranked before x: sum of p(y) over y with p(y) > p(x), or p(y) == p(x), y < x."""
-    px = probs[np.arange(len(tokens)), tokens][:, None]
+def rank_below(probs: np.ndarray, tokens: np.ndarray, key: np.ndarray | None = None) -> np.ndarray:
+    """Mass ranked before x when tokens are sorted by ``key`` descending (default p
+    itself), ties by id: sum of p(y) over y with key(y) > key(x), or key(y) == key(x)
+    and y < x. Any key fixed before x is drawn keeps the PIT exact."""
+    key = probs if key is None else key
+    kx = key[np.arange(len(tokens)), tokens][:, None]
     ids = np.arange(probs.shape[1])[None, :]
-    before = (probs > px) | ((probs == px) & (ids < tokens[:, None]))
+    before = (key > kx) | ((key == kx) & (ids < tokens[:, None]))
     return (probs * before).sum(axis=1)
 
 
-def pit_rank_values(probs: np.ndarray, tokens: np.ndarray, v: np.ndarray) -> np.ndarray:
-    return rank_below(probs, tokens) + v * probs[np.arange(len(tokens)), tokens]
+def pit_rank_values(probs: np.ndarray, tokens: np.ndarray, v: np.ndarray,
+                    key: np.ndarray | None = None) -> np.ndarray:
+    """PIT in the order of ``key`` descending (p itself by default)."""
+    return rank_below(probs, tokens, key) + v * probs[np.arange(len(tokens)), tokens]
 
 
 def pit_one(p: np.ndarray, x: int, v: float) -> tuple[float, float, float, float]:
