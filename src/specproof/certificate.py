@@ -20,7 +20,7 @@ import pandas as pd
 from scipy import stats
 
 from .backends.mock import MockBackend
-from .decoding import DecodeSettings, decode_speculative, decode_target_only
+from .decoding import DecodeSettings, decode_speculative
 from .drafters import ModelDrafter
 from .pit import pit_rank_values, pit_values
 from .policies import FixedPolicy

@@ -60,13 +60,15 @@ class ModelDrafter(Drafter):
         self.temperature = float(temperature)
         self.rng = np.random.Generator(np.random.PCG64(np.random.SeedSequence([seed, 2])))
         self._pushed: list[int] = []  # what the draft cache holds
+        self._agreed = 0  # _pushed[:_agreed] is known to equal the committed prefix
 
     def start(self, context: list[int]) -> None:
         self.backend.reset()
-        self._pushed = []
+        self._pushed, self._agreed = [], 0
         if len(context) > 1:  # prefill all but the last prompt token, like the target
             self.backend.forward(context[:-1], last_only=True)
             self._pushed = list(context[:-1])
+            self._agreed = len(self._pushed)
 
     def _draw(self, logits: np.ndarray) -> tuple[int, np.ndarray | None]:
         if self.temperature <= 0.0:
@@ -92,12 +94,14 @@ class ModelDrafter(Drafter):
 
     def commit(self, context: list[int]) -> int:
         t0 = time.perf_counter_ns()
-        keep = 0
+        # committed ids never change, so only the tail pushed since the last commit is compared
+        keep = self._agreed
         limit = min(len(self._pushed), len(context) - 1)  # never cache the pending token
         while keep < limit and self._pushed[keep] == context[keep]:
             keep += 1
         self.backend.rollback(keep)
         del self._pushed[keep:]
+        self._agreed = keep
         return time.perf_counter_ns() - t0
 
     def describe(self) -> dict:

@@ -15,7 +15,7 @@ from tqdm import tqdm
 from .decoding import DecodeSettings, decode_speculative, decode_target_only
 from .loader import ModelPool
 from .policies import make_policy
-from .records import sha256_text, write_parquet
+from .records import seed_from, write_parquet
 from .study import Study
 from .trace import RunResult
 from .workloads import prompt_ids
@@ -25,8 +25,7 @@ def run_seed(study: Study, *parts) -> int:
     """A distinct seed per run: sha256(study seed, pair, prompt, repetition, temperature,
     position in the block). Sampled sequences must not share randomness: the
     certificate pools them and needs them independent."""
-    key = "|".join(str(x) for x in (study.settings["seed"], *parts))
-    return int(sha256_text(key)[:8], 16)
+    return seed_from("|".join(str(x) for x in (study.settings["seed"], *parts)))
 
 
 def _row(run_id: str, base: dict, cfg: dict, r: RunResult) -> dict:
@@ -49,7 +48,7 @@ def run_grid(study: Study, prompt_set: list[dict], runs_out: Path, rounds_out: P
     pairs = study.pairs
     for pi_pair, pair in enumerate(pairs):
         target = pool.target(pair["target"])
-        for pi, rec in enumerate(prompt_set):
+        for rec in prompt_set:
             ids = prompt_ids(target, rec)
             for rep in range(reps):
                 for temp in temps:

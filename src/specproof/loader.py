@@ -50,11 +50,18 @@ def check_same_vocabulary(target: Backend, draft: Backend) -> None:
                           "speculative decoding needs one shared vocabulary")
 
 
+def ngram_drafter(spec: dict) -> NGramDrafter | None:
+    """The n-gram drafter a spec asks for, or None for a model draft."""
+    if spec.get("kind") == "ngram" or spec.get("backend") == "ngram":
+        return NGramDrafter(max_ngram=spec.get("max_ngram", 3), min_ngram=spec.get("min_ngram", 1))
+    return None
+
+
 def load_drafter(spec: dict | None, target: Backend, temperature: float, seed: int) -> Drafter | None:
     if spec is None:
         return None
-    if spec.get("kind") == "ngram" or spec.get("backend") == "ngram":
-        return NGramDrafter(max_ngram=spec.get("max_ngram", 3), min_ngram=spec.get("min_ngram", 1))
+    if (ngram := ngram_drafter(spec)) is not None:
+        return ngram
     backend = load_backend(spec)
     check_same_vocabulary(target, backend)
     return ModelDrafter(backend, temperature=temperature, seed=seed)
@@ -75,19 +82,17 @@ class ModelPool:
         return self._targets[name]
 
     def drafter(self, name: str, target: Backend, temperature: float, seed: int) -> Drafter:
-        spec = self.study.draft_spec(name)
-        if spec.get("kind") == "ngram":
-            return NGramDrafter(max_ngram=spec.get("max_ngram", 3), min_ngram=spec.get("min_ngram", 1))
-        if name not in self._drafts:
-            self._drafts[name] = load_backend(spec)
+        if (ngram := ngram_drafter(self.study.draft_spec(name))) is not None:
+            return ngram
+        backend = self.draft_backend(name)
         if (id(target), name) not in self._checked:
-            check_same_vocabulary(target, self._drafts[name])
+            check_same_vocabulary(target, backend)
             self._checked.add((id(target), name))
-        return ModelDrafter(self._drafts[name], temperature=temperature, seed=seed)
+        return ModelDrafter(backend, temperature=temperature, seed=seed)
 
     def draft_backend(self, name: str) -> Backend | None:
         spec = self.study.draft_spec(name)
-        if spec.get("kind") == "ngram":
+        if ngram_drafter(spec) is not None:
             return None
         if name not in self._drafts:
             self._drafts[name] = load_backend(spec)

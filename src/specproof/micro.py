@@ -52,7 +52,7 @@ def run_micro(study: Study, prompt_set: list[dict], out: Path) -> None:
         for b in range(1, cfg["max_b"] + 1):
             samples = time_forward(target, ids, block[:b], cfg["repeats"])
             rows.append({"role": "target", "name": tname, "backend": spec["backend"],
-                         "n_ubatch": spec.get("n_ubatch", 512 if spec["backend"] == "llama" else None),
+                         "n_ubatch": study.n_ubatch(spec),
                          "B": b, "median_ms": statistics.median(samples), "samples_ms": samples})
             bar.update()
         for pair in study.pairs:
@@ -64,7 +64,7 @@ def run_micro(study: Study, prompt_set: list[dict], out: Path) -> None:
             samples = time_forward(draft, ids, block[:1], cfg["repeats"] * 4, last_only=True)
             dspec = study.draft_spec(pair["draft"])
             rows.append({"role": "draft", "name": pair["draft"], "backend": dspec["backend"],
-                         "n_ubatch": dspec.get("n_ubatch", 512 if dspec["backend"] == "llama" else None),
+                         "n_ubatch": study.n_ubatch(dspec),
                          "B": 1, "median_ms": statistics.median(samples), "samples_ms": samples})
         pool.release_target(tname)
     bar.close()

@@ -8,7 +8,6 @@ computed from; ``manifest_sha256`` is the sha256 of the frozen study's manifest.
 from __future__ import annotations
 
 import math
-from pathlib import Path
 
 from .analysis import (StudyAnalysis, batch_invariance_summary, qualification_summary,
                        target_only_speed)

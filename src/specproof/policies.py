@@ -97,7 +97,8 @@ class CostModel:
 
     def expected_committed(self, k: int) -> float:
         """E[C | K] = 1 + sum_j prod_{i<=j} alpha_i."""
-        return 1.0 + float(np.cumprod(self.alpha()[:k]).sum())
+        from .costs import expected_committed
+        return expected_committed(self.alpha(), k)
 
     def verify_cost(self, b: int) -> float | None:
         """v(B): measured mean, else a least-squares line through measured B, else flat."""

@@ -50,7 +50,7 @@ def probe_batch_invariance(study: Study, prompt_set: list[dict], reference: pd.D
             single = np.stack([target.forward([t])[0] for t in block])
             pb, ps = softmax(batched, 1.0), softmax(single, 1.0)
             rows.append({"target": tname, "backend": spec["backend"],
-                         "n_ubatch": spec.get("n_ubatch", 512 if spec["backend"] == "llama" else None),
+                         "n_ubatch": study.n_ubatch(spec),
                          "prompt_id": rec["id"], "positions": len(block),
                          "max_abs_dlogit": float(np.abs(batched - single).max()),
                          "max_tv": float(0.5 * np.abs(pb - ps).sum(axis=1).max()),

@@ -57,6 +57,11 @@ def sha256_text(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
+def seed_from(text: str) -> int:
+    """A 32-bit seed from a string: the first 8 hex digits of its sha256."""
+    return int(sha256_text(text)[:8], 16)
+
+
 def sha256_file(path: Path) -> str:
     h = hashlib.sha256()
     with open(path, "rb") as fh:

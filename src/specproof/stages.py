@@ -13,7 +13,7 @@ from . import models as M
 from .errors import ConfigError
 from .loader import ModelPool
 from .provenance import capture
-from .records import read_json, read_parquet, sha256_text, write_json, write_parquet
+from .records import read_json, read_parquet, seed_from, write_json, write_parquet
 from .reference import check_seal
 from .study import Study, load_study
 from .workloads import build_prompt_set, prompt_ids
@@ -103,7 +103,7 @@ def stage_pit(study: Study, d: Path) -> None:
         for r in tqdm(list(sub.itertuples()), desc=f"pit {tname}", unit="run"):
             ids = prompt_ids(target, prompts[r.prompt_id])
             scored = score_sequence(target, ids, [int(x) for x in r.ids], r.temperature,
-                                    seed=int(sha256_text(r.run_id)[:8], 16))
+                                    seed=seed_from(r.run_id))
             for t, (u, u_rank, px, below) in enumerate(scored):
                 rows.append({"run_id": r.run_id, "pair": r.pair, "target": tname, "path": r.path,
                              "config": r.config, "workload": r.workload, "prompt_id": r.prompt_id,

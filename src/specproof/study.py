@@ -82,6 +82,11 @@ class Study:
             spec.setdefault("threads", self.threads)
         return spec
 
+    @staticmethod
+    def n_ubatch(spec: dict) -> int | None:
+        """llama.cpp's micro-batch size for a model spec (512 by default); None off llama."""
+        return spec.get("n_ubatch", 512) if spec.get("backend") == "llama" else None
+
     def draft_spec(self, name: str) -> dict:
         spec = dict(self.data.get("drafts", {})[name])
         if self.threads and spec.get("backend") not in (None, "mock"):

@@ -54,17 +54,11 @@ class RunResult:
     def acceptance_by_position(self, k_max: int | None = None) -> list[float]:
         """alpha_i = P(position i accepted | positions < i accepted), pooled over rounds,
         i = 1..k_max (NaN where no round reached position i)."""
+        from .costs import acceptance_by_position
         df = self.rounds_frame()
-        df = df[df["k"] > 0]
-        if df.empty:
+        if not (df["k"] > 0).any():
             return []
-        k_max = k_max or int(df["drafted"].map(len).max())
-        out = []
-        for i in range(1, k_max + 1):
-            reached = ((df["drafted"].map(len) >= i) & (df["accepted"] >= i - 1)).sum()
-            acc = (df["accepted"] >= i).sum()
-            out.append(float(acc / reached) if reached else float("nan"))
-        return out
+        return acceptance_by_position(df, k_max or int(df["k"].max())).tolist()
 
     def mean_accepted(self) -> float:
         df = self.rounds_frame()

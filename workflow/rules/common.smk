@@ -1,6 +1,8 @@
 from pathlib import Path
 
 from snakemake.utils import validate
+from specproof.figures import NAMES as FIGURE_NAMES
+from specproof.manifests import DERIVED, RAW
 
 validate(config, "../schemas/config.schema.yaml")
 
@@ -11,13 +13,6 @@ PAPER = config.get("paper_dir", "paper")
 STUDIES_DIR = config.get("studies_dir", "config/studies")
 MODEL_DIR = config.get("model_dir", "resources/models")
 ENV = "../../environment.yml"
-
-FIGURE_NAMES = ["speedup_vs_k", "acceptance", "verify_cost", "cost_decomposition", "agreement", "pit"]
-RAW = ["provenance.json", "models.json", "prompts.jsonl", "reference.parquet", "reference.seal.json",
-       "runs.parquet", "rounds.parquet", "micro.parquet", "pit.parquet", "batch_invariance.parquet",
-       "qualification.parquet", "margins.parquet", "prediction_seal.json", "prediction.json",
-       "level1.json", "level2.json", "calibration.parquet", "calibration.json", "advise.parquet"]
-DERIVED = ["agreement.parquet", "costs.parquet", "stats.json", "certificate.json"]
 
 
 wildcard_constraints:
