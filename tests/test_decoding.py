@@ -116,3 +116,33 @@ def test_ngram_drafter_proposes_the_continuation_of_the_last_match():
     assert d.propose([7, 8, 9, 5, 6, 7, 8], 3).tokens == [9, 5, 6]
     assert d.propose([1, 2, 3], 3).tokens == []
     assert d.propose([4, 4], 2).tokens == [4]
+
+
+def _round(k, accepted, draft_ms, verify_ms, positions):
+    from specproof.policies import RoundObservation
+    return RoundObservation(k, accepted, int(draft_ms * 1e6), int(verify_ms * 1e6), positions, 0)
+
+
+def test_guard_turns_speculation_off_when_even_full_acceptance_cannot_pay():
+    """Verify cost linear in B (llama.cpp n_ubatch=1): the ceiling is below 1 after the
+    K=1 probe and one target step, so the guard stays target-only for good."""
+    g = make_policy("guard", 8)
+    assert g.next_k() == 1
+    g.observe(_round(1, 1, 13, 46, 2))      # probe: every draft accepted, v(2) = 2 v(1)
+    assert g.next_k() == 0
+    g.observe(_round(0, 0, 0, 23, 1))       # target step: v(1) = t_target = 23 ms
+    assert g.model.speedup_ceiling() < 1
+    for _ in range(300):
+        assert g.next_k() == 0
+        g.observe(_round(0, 0, 0, 23, 1))
+
+
+def test_guard_keeps_speculating_when_verification_is_nearly_flat_in_b():
+    g = make_policy("guard", 8)
+    g.observe(_round(1, 1, 5, 47, 2))       # cheap draft, v(2) ~ v(1)
+    g.observe(_round(0, 0, 0, 45, 1))
+    assert g.model.speedup_ceiling() > 1
+    k = g.next_k()
+    assert k >= 1
+    g.observe(_round(k, k, 5 * k, 45 + 4 * k, k + 1))
+    assert g.next_k() >= 1

@@ -13,9 +13,12 @@ Expected throughput: E[C | K] / T(K) tokens/ms; target-only throughput 1 / t_tar
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections import deque
 from dataclasses import dataclass
 
 import numpy as np
+
+from .costs import expected_committed
 
 
 @dataclass
@@ -55,14 +58,18 @@ class FixedPolicy(Policy):
 
 
 class CostModel:
-    """Online estimates of alpha_i, c_draft, v(B), x and t_target (exponential moving
-    averages with weight ``ema``; alpha_i ~ Beta(prior_accept, prior_reject) posterior
-    mean, positions never reached inherit the deepest estimate)."""
+    """Online estimates of alpha_i, c_draft, v(B), x and t_target: v(B) is the median of
+    the last ``window`` rounds that verified B positions (this machine's timings have
+    one-off spikes of 2x, which an average carries for many rounds), the rest are
+    exponential moving averages with weight ``ema``; alpha_i ~ Beta(prior_accept,
+    prior_reject) posterior mean, positions never reached inherit the deepest estimate."""
 
     def __init__(self, k_max: int, ema: float = 0.2, prior_accept: float = 4.0,
-                 prior_reject: float = 1.0):
+                 prior_reject: float = 1.0, window: int = 5):
         self.k_max = k_max
         self.ema = ema
+        self.window = window
+        self._verify_obs: dict[int, deque] = {}
         self.reached = np.zeros(k_max + 1)
         self.accepted = np.zeros(k_max + 1)
         self.prior = (prior_accept, prior_reject)
@@ -70,6 +77,7 @@ class CostModel:
         self.verify_ns: dict[int, float] = {}
         self.residual_ns: float = 0.0
         self.target_step_ns: float | None = None
+        self._fit: tuple[float, float, float] | None = None
 
     def _avg(self, old: float | None, new: float) -> float:
         return new if old is None else (1 - self.ema) * old + self.ema * new
@@ -77,7 +85,10 @@ class CostModel:
     def update(self, obs: RoundObservation) -> None:
         b = obs.verify_positions
         if b > 0:
-            self.verify_ns[b] = self._avg(self.verify_ns.get(b), obs.verify_ns)
+            seen = self._verify_obs.setdefault(b, deque(maxlen=self.window))
+            seen.append(obs.verify_ns)
+            self.verify_ns[b] = float(np.median(seen))
+            self._fit = None
         if obs.k == 0:
             self.target_step_ns = self._avg(self.target_step_ns, obs.verify_ns + obs.residual_ns)
             return
@@ -97,21 +108,30 @@ class CostModel:
 
     def expected_committed(self, k: int) -> float:
         """E[C | K] = 1 + sum_j prod_{i<=j} alpha_i."""
-        from .costs import expected_committed
         return expected_committed(self.alpha(), k)
 
+    def _line(self) -> tuple[float, float, float]:
+        """Least-squares v(B) = icpt + slope B through the measured B (slope >= 0;
+        flat through a single point), and the smallest measured v; refitted only after
+        a new measurement (the policy runs between rounds: keep it cheap)."""
+        if self._fit is None:
+            bs = np.fromiter(self.verify_ns, dtype=float)
+            vs = np.fromiter(self.verify_ns.values(), dtype=float)
+            slope = 0.0
+            if bs.size > 1:
+                db = bs - bs.mean()
+                slope = max(float((db * (vs - vs.mean())).sum() / (db * db).sum()), 0.0)
+            self._fit = (float(vs.mean() - slope * bs.mean()), slope, float(vs.min()))
+        return self._fit
+
     def verify_cost(self, b: int) -> float | None:
-        """v(B): measured mean, else a least-squares line through measured B, else flat."""
+        """v(B): measured mean, else the fitted line (never below the cheapest measured B)."""
         if b in self.verify_ns:
             return self.verify_ns[b]
         if not self.verify_ns:
             return None
-        bs = np.array(sorted(self.verify_ns), dtype=float)
-        vs = np.array([self.verify_ns[int(x)] for x in bs])
-        if bs.size == 1:
-            return float(vs[0])
-        slope, icpt = np.polyfit(bs, vs, 1)
-        return float(max(icpt + max(slope, 0.0) * b, vs.min()))
+        icpt, slope, vmin = self._line()
+        return max(icpt + slope * b, vmin)
 
     def round_cost(self, k: int) -> float | None:
         v = self.verify_cost(k + 1)
@@ -122,11 +142,12 @@ class CostModel:
     def best_k(self) -> tuple[int, float | None]:
         """argmax_K E[C|K] / T(K) over 1..k_max, with its throughput (tokens/ns)."""
         best, best_rate = self.k_max, None
+        committed = 1.0 + np.cumsum(np.cumprod(self.alpha()))  # E[C | K] for K = 1..k_max
         for k in range(1, self.k_max + 1):
             cost = self.round_cost(k)
             if cost is None:
                 return self.k_max, None
-            rate = self.expected_committed(k) / cost
+            rate = float(committed[k - 1]) / cost
             if best_rate is None or rate > best_rate:
                 best, best_rate = k, rate
         return best, best_rate
@@ -138,10 +159,23 @@ class CostModel:
             return None
         return rate * self.target_step_ns
 
+    def speedup_ceiling(self) -> float | None:
+        """max_K (K + 1) t_target / T(K): the speedup if every drafted token were
+        accepted. Below 1, no acceptance rate can make speculation pay on this pair
+        (the verify cost grows too fast with B, or drafting costs too much)."""
+        if self.target_step_ns is None:
+            return None
+        costs = [(k, self.round_cost(k)) for k in range(1, self.k_max + 1)]
+        if any(c is None for _, c in costs):
+            return None
+        return max((k + 1) * self.target_step_ns / c for k, c in costs)
+
 
 class AdaptivePolicy(Policy):
     """Choose K* = argmax_K E[C|K] / T(K) after every round; every ``explore_every``
-    rounds try K* +/- 1 so v(B) is measured around the optimum."""
+    rounds try K* +/- 1 so v(B) is measured around the optimum. ``make_policy`` starts
+    at K_max: one long first round observes acceptance at every position it reaches,
+    where a short start never sees the deep positions that decide whether long rounds pay."""
 
     name = "adaptive"
 
@@ -156,10 +190,12 @@ class AdaptivePolicy(Policy):
 
     def observe(self, obs: RoundObservation) -> None:
         self.model.update(obs)
-        if obs.k == 0:
+        k_best, rate = self.model.best_k()
+        if obs.k == 0:  # a target-only step: new v(1) and t_target, no exploration
+            if rate is not None:
+                self.k = k_best
             return
         self.rounds += 1
-        k_best, _ = self.model.best_k()
         if self.explore_every and self.rounds % self.explore_every == 0:
             step = 1 if (self.rounds // self.explore_every) % 2 else -1
             k_best = int(np.clip(k_best + step, 1, self.model.k_max))
@@ -170,35 +206,53 @@ class AdaptivePolicy(Policy):
 
 
 class GuardPolicy(Policy):
-    """Speculate (adaptively) only while the predicted speedup S = rate(K*) * t_target
-    is >= 1; otherwise take target-only steps and probe one speculative round after
-    ``probe_interval`` tokens, doubling the interval after every failed probe (up to
-    ``max_interval``). Starts with ``warmup`` target-only steps to measure t_target."""
+    """Never much slower than target-only.
+
+    Round 0 is the cheapest probe there is: K = 1 (one draft step, v(2)). Then
+    ``warmup`` target-only steps measure t_target. If the ceiling
+    max_K (K+1) t_target / T(K) (every draft accepted; v(B) extrapolated linearly from
+    the measured B) is below 1, speculation cannot pay on this pair and stays off for
+    the rest of the run. Otherwise the adaptive policy runs while its predicted speedup
+    S = rate(K*) t_target is >= 1; when S < 1 it takes target-only steps and probes
+    again after ``probe_interval`` tokens, doubling the interval after every failed
+    probe (up to ``max_interval``)."""
 
     name = "guard"
 
-    def __init__(self, k_max: int = 8, k_start: int = 4, warmup: int = 2,
+    def __init__(self, k_max: int = 8, k_start: int = 4, warmup: int = 1,
                  probe_interval: int = 16, max_interval: int = 256):
         self.inner = AdaptivePolicy(k_max=k_max, k_start=k_start)
         self.warmup = warmup
         self.base_interval = probe_interval
         self.interval = probe_interval
         self.max_interval = max_interval
-        self.target_steps_left = warmup
+        self.target_steps_left = 0
+        self.probed = False
+        self.disabled = False
 
     @property
     def model(self) -> CostModel:
         return self.inner.model
 
     def next_k(self) -> int:
-        if self.target_steps_left > 0:
+        if not self.probed:
+            return 1
+        if self.disabled or self.target_steps_left > 0:
             return 0
         return self.inner.next_k()
 
     def observe(self, obs: RoundObservation) -> None:
+        if self.disabled:
+            return
         self.inner.observe(obs)
+        if not self.probed:
+            self.probed, self.target_steps_left = True, self.warmup
+            return
         if obs.k == 0:
             self.target_steps_left = max(self.target_steps_left - 1, 0)
+            ceiling = self.model.speedup_ceiling()
+            if ceiling is not None and ceiling < 1.0:
+                self.disabled = True
             return
         s = self.model.predicted_speedup()
         if s is not None and s < 1.0:
@@ -220,7 +274,7 @@ def make_policy(name: str, k: int) -> Policy:
     if name == "fixed":
         return FixedPolicy(k)
     if name == "adaptive":
-        return AdaptivePolicy(k_max=k, k_start=max(1, k // 2))
+        return AdaptivePolicy(k_max=k, k_start=k)
     if name == "guard":
         return GuardPolicy(k_max=k, k_start=max(1, k // 2))
     from .errors import ConfigError
