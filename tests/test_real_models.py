@@ -73,3 +73,25 @@ def test_llama_rollback_then_refeed(llama_draft, record_property):
     np.testing.assert_array_equal(a, b)  # same shape, same cache state: bit-identical
     assert gap < 1.0
     assert llama_draft.length == len(ids)
+
+
+def test_hf_gguf_target_loads_from_its_converted_copy_with_identical_logits(hf_target):
+    """The saved conversion must be the GGUF loader's model, tensor for tensor: same
+    logits, same tokenizer, same chat template."""
+    import torch
+    from specproof.backends.hf import _load
+    from specproof.models import resolve
+    gguf = resolve("embedded:smollm2-q4_1")
+    assert hf_target.source != gguf and (hf_target.source / "model.safetensors").is_file()
+    tok, model = _load(gguf.parent, torch.float32, gguf, gguf_file=gguf.name)
+    text = hf_target.chat_prompt("Write a haiku about caches.")
+    assert tok.apply_chat_template([{"role": "user", "content": "Write a haiku about caches."}],
+                                   tokenize=False, add_generation_prompt=True) == text
+    ids = tok.encode(text, add_special_tokens=False)
+    assert ids == hf_target.encode(text)
+    with torch.inference_mode():
+        direct = model.eval()(input_ids=torch.tensor([ids])).logits[0].numpy()
+    hf_target.reset()
+    cached = hf_target.forward(ids)
+    hf_target.reset()
+    assert np.array_equal(direct, cached)

@@ -4,12 +4,14 @@ is switched off before transformers is imported."""
 from __future__ import annotations
 
 import os
+import shutil
+import tempfile
 from pathlib import Path
 
 import numpy as np
 
 from ..errors import ConfigError, ModelFileError
-from ..models import file_record
+from ..models import file_record, model_dir, sha256
 from .base import Backend, BackendInfo
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -17,6 +19,52 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
 
 DTYPES = ("float32", "float16", "bfloat16")
+
+
+def _load(src: Path, torch_dtype, label: Path, **kwargs):
+    """(tokenizer, model) from an HF directory, or from a GGUF with gguf_file=."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(str(src), local_files_only=True, **kwargs)
+        model = AutoModelForCausalLM.from_pretrained(str(src), local_files_only=True,
+                                                     dtype=torch_dtype, **kwargs)
+    except (OSError, ValueError) as exc:
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise ModelFileError(f"{label}: transformers could not load it: {first}") from None
+    return tokenizer, model
+
+
+def converted_dir(gguf: Path, dtype: str) -> Path:
+    """The GGUF converted once by transformers' ``gguf_file=`` loader (dequantized to
+    ``dtype``) and saved as an HF directory (safetensors) under the model directory,
+    keyed by the GGUF's sha256 and the dtype. Reading a GGUF through transformers takes
+    ~20 s for SmolLM2-135M (it parses the metadata three times); the saved directory
+    loads in ~1 s with the same tensors. Every load, the first included, reads the
+    directory, so all runs use one code path."""
+    import torch
+    out = model_dir() / "hf" / f"{gguf.stem}-{sha256(gguf)[:16]}-{dtype}"
+    if (out / "config.json").is_file():
+        return out
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tokenizer, model = _load(gguf.parent, getattr(torch, dtype), gguf, gguf_file=gguf.name)
+    # transformers marks a GGUF-loaded model as "quantized" (by the GGUF quantizer), but
+    # its tensors are already dequantized plain ``dtype`` tensors: save them as such.
+    model.hf_quantizer = None
+    if hasattr(model.config, "quantization_config"):
+        del model.config.quantization_config
+    tmp = Path(tempfile.mkdtemp(prefix=out.name + ".", dir=out.parent))
+    tmp.chmod(0o755)
+    try:
+        model.save_pretrained(tmp)
+        tokenizer.save_pretrained(tmp)
+        try:
+            tmp.rename(out)
+        except OSError:  # another process finished first: keep its copy
+            if not (out / "config.json").is_file():
+                raise
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return out
 
 
 class HFBackend(Backend):
@@ -27,7 +75,7 @@ class HFBackend(Backend):
         super().__init__()
         import torch
         import transformers
-        from transformers import AutoModelForCausalLM, AutoTokenizer, DynamicCache
+        from transformers import DynamicCache
 
         transformers.logging.set_verbosity_error()
         transformers.logging.disable_progress_bar()
@@ -37,15 +85,9 @@ class HFBackend(Backend):
         if threads:
             torch.set_num_threads(int(threads))
         self.path, self.device, self.dtype = Path(path), device, dtype
-        src, kwargs = (str(self.path.parent), {"gguf_file": self.path.name}) if self.path.is_file() \
-            else (str(self.path), {})
-        try:
-            self.tokenizer = AutoTokenizer.from_pretrained(src, local_files_only=True, **kwargs)
-            self.model = AutoModelForCausalLM.from_pretrained(
-                src, local_files_only=True, dtype=getattr(torch, dtype), **kwargs).to(device).eval()
-        except (OSError, ValueError) as exc:
-            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-            raise ModelFileError(f"{self.path}: transformers could not load it: {first}") from None
+        self.source = converted_dir(self.path, dtype) if self.path.is_file() else self.path
+        self.tokenizer, model = _load(self.source, getattr(torch, dtype), self.path)
+        self.model = model.to(device).eval()
         self._torch = torch
         self._cache_cls = DynamicCache
         self.cache = DynamicCache(config=self.model.config)
@@ -105,7 +147,8 @@ class HFBackend(Backend):
         return BackendInfo(
             backend="hf", model=self.path.name, vocab_size=self._vocab, device=self.device,
             dtype=self.dtype, files=file_record(self.path)["files"],
-            settings={"torch_threads": torch.get_num_threads(), "torch": torch.__version__},
+            settings={"torch_threads": torch.get_num_threads(), "torch": torch.__version__,
+                      "loaded_from": str(self.source)},
         )
 
     def close(self) -> None:
