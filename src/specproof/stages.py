@@ -87,12 +87,15 @@ def stage_micro(study: Study, d: Path) -> None:
 
 
 def stage_pit(study: Study, d: Path) -> None:
-    """Level 3: PIT of every token of every sampled run (speculative, and target-only as
-    a control), scored on the target-only path."""
+    """Level 3: PIT of every token of every sampled speculative run, and of the first
+    target-only run of each sampled block as a control, scored on the target-only path."""
     from .pit import score_sequence
     _sealed(d)
     runs = read_parquet(d / "runs.parquet")
     sampled = runs[runs["temperature"] > 0]
+    blocks = ["pair", "prompt_id", "rep", "temperature"]
+    first_control = sampled[sampled["path"] == "target"].groupby(blocks)["order"].idxmin()
+    sampled = sampled[(sampled["path"] == "speculative") | sampled.index.isin(first_control)]
     prompts = {r["id"]: r for r in load_prompt_set(d)}
     pool, rows = ModelPool(study), []
     for tname in study.target_names:
