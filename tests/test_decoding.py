@@ -125,10 +125,11 @@ def _round(k, accepted, draft_ms, verify_ms, positions):
 
 def test_guard_turns_speculation_off_when_even_full_acceptance_cannot_pay():
     """Verify cost linear in B (llama.cpp n_ubatch=1): the ceiling is below 1 after the
-    K=1 probe and one target step, so the guard stays target-only for good."""
+    two K=1 probes and one target step, so the guard stays target-only for good."""
     g = make_policy("guard", 8)
-    assert g.next_k() == 1
-    g.observe(_round(1, 1, 13, 46, 2))      # probe: every draft accepted, v(2) = 2 v(1)
+    for _ in range(2):
+        assert g.next_k() == 1
+        g.observe(_round(1, 1, 13, 46, 2))  # every draft accepted, v(2) = 2 v(1)
     assert g.next_k() == 0
     g.observe(_round(0, 0, 0, 23, 1))       # target step: v(1) = t_target = 23 ms
     assert g.model.speedup_ceiling() < 1
@@ -137,12 +138,13 @@ def test_guard_turns_speculation_off_when_even_full_acceptance_cannot_pay():
         g.observe(_round(0, 0, 0, 23, 1))
 
 
-def test_guard_keeps_speculating_when_verification_is_nearly_flat_in_b():
+def test_guard_keeps_speculating_from_k_max_when_verification_is_nearly_flat_in_b():
+    """One probe hit by a 3x timing spike must not switch a pair that pays off."""
     g = make_policy("guard", 8)
+    g.observe(_round(1, 1, 5, 150, 2))      # spike
     g.observe(_round(1, 1, 5, 47, 2))       # cheap draft, v(2) ~ v(1)
     g.observe(_round(0, 0, 0, 45, 1))
     assert g.model.speedup_ceiling() > 1
-    k = g.next_k()
-    assert k >= 1
-    g.observe(_round(k, k, 5 * k, 45 + 4 * k, k + 1))
+    assert g.next_k() == 8                  # the adaptive policy starts at K_max
+    g.observe(_round(8, 8, 40, 80, 9))
     assert g.next_k() >= 1

@@ -61,11 +61,11 @@ class CostModel:
     """Online estimates of alpha_i, c_draft, v(B), x and t_target: v(B) is the median of
     the last ``window`` rounds that verified B positions (this machine's timings have
     one-off spikes of 2x, which an average carries for many rounds), the rest are
-    exponential moving averages with weight ``ema``; alpha_i ~ Beta(prior_accept,
-    prior_reject) posterior mean, positions never reached inherit the deepest estimate."""
+    exponential moving averages with weight ``ema``; alpha_i is shrunk towards the pooled
+    acceptance rate, whose prior is Beta(prior_accept, prior_reject) (see ``alpha``)."""
 
     def __init__(self, k_max: int, ema: float = 0.2, prior_accept: float = 4.0,
-                 prior_reject: float = 1.0, window: int = 5):
+                 prior_reject: float = 1.0, window: int = 5, shrink: float = 2.0):
         self.k_max = k_max
         self.ema = ema
         self.window = window
@@ -73,6 +73,7 @@ class CostModel:
         self.reached = np.zeros(k_max + 1)
         self.accepted = np.zeros(k_max + 1)
         self.prior = (prior_accept, prior_reject)
+        self.shrink = shrink
         self.draft_ns_per_token: float | None = None
         self.verify_ns: dict[int, float] = {}
         self.residual_ns: float = 0.0
@@ -99,42 +100,51 @@ class CostModel:
         self.accepted[1:obs.accepted + 1] += 1
 
     def alpha(self) -> np.ndarray:
+        """alpha_i = (accepted_i + m abar) / (reached_i + m): each position shrunk towards
+        the pooled rate abar = (sum accepted + a) / (sum reached + a + b), so a position
+        seen once (one rejection at depth 5 in a long first round) does not pin K low for
+        the rest of the run; positions never reached get abar."""
         a, b = self.prior
-        alpha = (self.accepted[1:] + a) / (self.reached[1:] + a + b)
-        seen = np.flatnonzero(self.reached[1:] > 0)
-        if seen.size:
-            alpha[seen[-1] + 1:] = alpha[seen[-1]]
-        return alpha
+        pooled = (self.accepted[1:].sum() + a) / (self.reached[1:].sum() + a + b)
+        return (self.accepted[1:] + self.shrink * pooled) / (self.reached[1:] + self.shrink)
 
     def expected_committed(self, k: int) -> float:
         """E[C | K] = 1 + sum_j prod_{i<=j} alpha_i."""
         return expected_committed(self.alpha(), k)
 
-    def _line(self) -> tuple[float, float, float]:
-        """Least-squares v(B) = icpt + slope B through the measured B (slope >= 0;
-        flat through a single point), and the smallest measured v; refitted only after
-        a new measurement (the policy runs between rounds: keep it cheap)."""
-        if self._fit is None:
-            bs = np.fromiter(self.verify_ns, dtype=float)
-            vs = np.fromiter(self.verify_ns.values(), dtype=float)
-            slope = 0.0
-            if bs.size > 1:
-                db = bs - bs.mean()
-                slope = max(float((db * (vs - vs.mean())).sum() / (db * db).sum()), 0.0)
-            self._fit = (float(vs.mean() - slope * bs.mean()), slope, float(vs.min()))
-        return self._fit
+    @staticmethod
+    def _fit_line(points: dict[int, float]) -> tuple[float, float, float]:
+        """Least-squares v(B) = icpt + slope B through the points (slope >= 0; flat
+        through a single point), and the smallest point."""
+        bs = np.fromiter(points, dtype=float)
+        vs = np.fromiter(points.values(), dtype=float)
+        slope = 0.0
+        if bs.size > 1:
+            db = bs - bs.mean()
+            slope = max(float((db * (vs - vs.mean())).sum() / (db * db).sum()), 0.0)
+        return float(vs.mean() - slope * bs.mean()), slope, float(vs.min())
 
-    def verify_cost(self, b: int) -> float | None:
-        """v(B): measured mean, else the fitted line (never below the cheapest measured B)."""
-        if b in self.verify_ns:
-            return self.verify_ns[b]
-        if not self.verify_ns:
+    def verify_cost(self, b: int, fastest: bool = False) -> float | None:
+        """v(B): the recent median (``fastest``: the fastest recent round) at B, else the
+        line through the measured B, never below the cheapest of them. The median line
+        is refitted only after a new measurement (the policy runs between rounds)."""
+        points = self.verify_ns
+        if fastest:
+            points = {k: float(min(v)) for k, v in self._verify_obs.items()}
+        if not points:
             return None
-        icpt, slope, vmin = self._line()
+        if b in points:
+            return points[b]
+        if fastest:
+            icpt, slope, vmin = self._fit_line(points)
+        else:
+            if self._fit is None:
+                self._fit = self._fit_line(points)
+            icpt, slope, vmin = self._fit
         return max(icpt + slope * b, vmin)
 
-    def round_cost(self, k: int) -> float | None:
-        v = self.verify_cost(k + 1)
+    def round_cost(self, k: int, fastest: bool = False) -> float | None:
+        v = self.verify_cost(k + 1, fastest)
         if v is None or self.draft_ns_per_token is None:
             return None
         return k * self.draft_ns_per_token + v + self.residual_ns
@@ -162,10 +172,12 @@ class CostModel:
     def speedup_ceiling(self) -> float | None:
         """max_K (K + 1) t_target / T(K): the speedup if every drafted token were
         accepted. Below 1, no acceptance rate can make speculation pay on this pair
-        (the verify cost grows too fast with B, or drafting costs too much)."""
+        (the verify cost grows too fast with B, or drafting costs too much). T(K) uses
+        the fastest recent round per B: a timing spike only slows a round, so this errs
+        towards speculating rather than switching a good pair off on one slow call."""
         if self.target_step_ns is None:
             return None
-        costs = [(k, self.round_cost(k)) for k in range(1, self.k_max + 1)]
+        costs = [(k, self.round_cost(k, fastest=True)) for k in range(1, self.k_max + 1)]
         if any(c is None for _, c in costs):
             return None
         return max((k + 1) * self.target_step_ns / c for k, c in costs)
@@ -208,26 +220,25 @@ class AdaptivePolicy(Policy):
 class GuardPolicy(Policy):
     """Never much slower than target-only.
 
-    Round 0 is the cheapest probe there is: K = 1 (one draft step, v(2)). Then
-    ``warmup`` target-only steps measure t_target. If the ceiling
-    max_K (K+1) t_target / T(K) (every draft accepted; v(B) extrapolated linearly from
-    the measured B) is below 1, speculation cannot pay on this pair and stays off for
-    the rest of the run. Otherwise the adaptive policy runs while its predicted speedup
-    S = rate(K*) t_target is >= 1; when S < 1 it takes target-only steps and probes
-    again after ``probe_interval`` tokens, doubling the interval after every failed
-    probe (up to ``max_interval``)."""
+    The run opens with ``probes`` rounds of K = 1 (the cheapest speculation: one draft
+    step, v(2)) and ``warmup`` target-only steps (t_target). If the ceiling
+    max_K (K+1) t_target / T(K) (every draft accepted) is below 1, speculation cannot
+    pay on this pair and stays off for the rest of the run. Otherwise the adaptive
+    policy runs (from its K_start) while its predicted speedup S = rate(K*) t_target
+    is >= 1; when S < 1 it takes target-only steps and probes again after
+    ``probe_interval`` tokens, doubling the interval after every failed probe (up to
+    ``max_interval``)."""
 
     name = "guard"
 
-    def __init__(self, k_max: int = 8, k_start: int = 4, warmup: int = 1,
+    def __init__(self, k_max: int = 8, k_start: int = 8, probes: int = 2, warmup: int = 1,
                  probe_interval: int = 16, max_interval: int = 256):
         self.inner = AdaptivePolicy(k_max=k_max, k_start=k_start)
-        self.warmup = warmup
+        self.opening = [1] * probes + [0] * warmup  # K of the rounds before speculating
         self.base_interval = probe_interval
         self.interval = probe_interval
         self.max_interval = max_interval
         self.target_steps_left = 0
-        self.probed = False
         self.disabled = False
 
     @property
@@ -235,24 +246,29 @@ class GuardPolicy(Policy):
         return self.inner.model
 
     def next_k(self) -> int:
-        if not self.probed:
-            return 1
-        if self.disabled or self.target_steps_left > 0:
+        if self.disabled:
             return 0
-        return self.inner.next_k()
+        if self.opening:
+            return self.opening[0]
+        return 0 if self.target_steps_left > 0 else self.inner.next_k()
+
+    def _check_ceiling(self) -> None:
+        ceiling = self.model.speedup_ceiling()
+        self.disabled = ceiling is not None and ceiling < 1.0
 
     def observe(self, obs: RoundObservation) -> None:
         if self.disabled:
             return
-        self.inner.observe(obs)
-        if not self.probed:
-            self.probed, self.target_steps_left = True, self.warmup
+        if self.opening:  # measure only: the inner policy keeps its K_start
+            self.model.update(obs)
+            self.opening.pop(0)
+            if not self.opening:
+                self._check_ceiling()
             return
+        self.inner.observe(obs)
         if obs.k == 0:
             self.target_steps_left = max(self.target_steps_left - 1, 0)
-            ceiling = self.model.speedup_ceiling()
-            if ceiling is not None and ceiling < 1.0:
-                self.disabled = True
+            self._check_ceiling()
             return
         s = self.model.predicted_speedup()
         if s is not None and s < 1.0:
@@ -276,6 +292,6 @@ def make_policy(name: str, k: int) -> Policy:
     if name == "adaptive":
         return AdaptivePolicy(k_max=k, k_start=k)
     if name == "guard":
-        return GuardPolicy(k_max=k, k_start=max(1, k // 2))
+        return GuardPolicy(k_max=k, k_start=k)
     from .errors import ConfigError
     raise ConfigError(f"unknown policy {name!r}: choose fixed, adaptive or guard")
