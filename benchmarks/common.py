@@ -3,7 +3,6 @@ machine's provenance and the exact command."""
 from __future__ import annotations
 
 import shlex
-import statistics
 import sys
 import time
 from pathlib import Path
@@ -21,15 +20,19 @@ CHAT_PROMPTS = [
 ]
 
 
-def median_time(fn, repeats: int) -> float:
-    """Median wall seconds of fn() over repeats (after one warm-up call)."""
-    fn()
-    times = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times)
+def paired_times(ours, theirs, repeats: int) -> tuple[dict[str, list[float]], dict]:
+    """Wall seconds of ``repeats`` paired calls after one warm-up each, the order
+    alternating within pairs (ours/theirs, theirs/ours, ...) so slow drift hits both;
+    also the last return value of each."""
+    fns = {"ours": ours, "theirs": theirs}
+    out = {name: fn() for name, fn in fns.items()}  # warm-up
+    times = {name: [] for name in fns}
+    for r in range(repeats):
+        for name in (("ours", "theirs") if r % 2 == 0 else ("theirs", "ours")):
+            t0 = time.perf_counter()
+            out[name] = fns[name]()
+            times[name].append(time.perf_counter() - t0)
+    return times, out
 
 
 def write_table(name: str, title: str, header: list[str], rows: list[list], notes: list[str]) -> Path:

@@ -2,7 +2,7 @@
 (``generate(prompt_lookup_num_tokens=K)``) on the hf fp32 SmolLM2 target, and vs
 llama-cpp-python's ``LlamaPromptLookupDecoding`` on the llama.cpp F16 SmolLM2 target.
 Same K, greedy, code and chat prompts, same number of new tokens, end to end (prefill
-included), median of interleaved repetitions; output ids compared.
+included), paired repetitions with alternating order; output ids compared.
 
     python benchmarks/ngram.py [--k 4] [--new-tokens 64] [--repeats 3]
 """
@@ -10,12 +10,11 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import time
 
 import numpy as np
 import torch
 
-from common import CHAT_PROMPTS, CODE_PROMPTS, write_table
+from common import CHAT_PROMPTS, CODE_PROMPTS, paired_times, write_table
 from specproof.decoding import DecodeSettings, decode_speculative, decode_target_only
 from specproof.drafters import NGramDrafter
 from specproof.loader import load_backend
@@ -45,12 +44,6 @@ def divergence(backend, prompt, greedy, other) -> str:
     return f"i={i}, margin={top2[1] - top2[0]:.2g}"
 
 
-def timed(fn):
-    t0 = time.perf_counter()
-    out = fn()
-    return time.perf_counter() - t0, out
-
-
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--k", type=int, default=4)
@@ -72,7 +65,8 @@ def main() -> None:
         def run():
             with torch.inference_mode():
                 out = hf.model.generate(inp, attention_mask=torch.ones_like(inp), do_sample=False,
-                                        prompt_lookup_num_tokens=k, max_new_tokens=n, min_new_tokens=n,
+                                        prompt_lookup_num_tokens=k, max_matching_ngram_size=3,
+                                        max_new_tokens=n, min_new_tokens=n,
                                         pad_token_id=0)
             return out[0, len(ids):].tolist()
         return run
@@ -100,28 +94,22 @@ def main() -> None:
             ("llama.cpp F16 SmolLM2", llama_ours, llama_lookup, "llama-cpp-python LlamaPromptLookupDecoding")):
         for wl, text in (("code", CODE_PROMPTS[1]), ("chat", backend.chat_prompt(CHAT_PROMPTS[1]))):
             ids = backend.encode(text)
-            f_ours, f_theirs = ours(backend, ids), theirs_fn(ids)
-            f_ours(), f_theirs()  # warm-up
-            t_o, t_t = [], []
-            for _ in range(a.repeats):
-                dt, ids_o = timed(f_ours)
-                t_o.append(dt)
-                dt, ids_t = timed(f_theirs)
-                t_t.append(dt)
+            times, out = paired_times(ours(backend, ids), theirs_fn(ids), a.repeats)
+            ids_o, ids_t = out["ours"], out["theirs"]
             same = until_eos(ids_o, backend.eos_ids) == until_eos(ids_t, backend.eos_ids)
             greedy = decode_target_only(backend, ids, s).new_ids
-            ours_tps, theirs_tps = n / statistics.median(t_o), n / statistics.median(t_t)
+            ours_tps, theirs_tps = n / statistics.median(times["ours"]), n / statistics.median(times["theirs"])
             rows.append([label, wl, theirs_name, k, ours_tps, theirs_tps, ours_tps / theirs_tps, same,
                          divergence(backend, ids, greedy, ids_o), divergence(backend, ids, greedy, ids_t)])
             print(rows[-1], flush=True)
     write_table("ngram", "Model-free drafting: our n-gram drafter vs the libraries' prompt lookup",
                 ["target", "workload", "baseline", "K", "ours tok/s", "theirs tok/s", "ours/theirs", "ids identical",
                  "ours vs target-only greedy", "theirs vs target-only greedy"],
-                rows, [f"{n} new tokens, greedy, end to end (prefill included), median of {a.repeats} "
-                       "interleaved repetitions; goal ours/theirs >= 1 with identical ids "
+                rows, [f"{n} new tokens, greedy, end to end (prefill included), {a.repeats} paired "
+                       "repetitions (order alternating), median; goal ours/theirs >= 1 with identical ids "
                        "(compared up to the first EOS: the runs are forced past it).",
-                       "Ours: max n-gram 3, most recent match; transformers: its prompt lookup defaults; "
-                       "llama-cpp-python: max_ngram_size 3.",
+                       "All three match n-grams of size 3 down to 1; ours takes the most recent match, "
+                       "transformers and llama-cpp-python the earliest (max_matching_ngram_size = max_ngram_size = 3).",
                        "The last two columns compare each output with our target-only greedy run (one "
                        "position per call): 'equal', or the first divergent index i and the target's "
                        "top-2 logit margin there (prefix scored in one call). A small "
