@@ -23,16 +23,16 @@ from specproof.policies import FixedPolicy
 
 
 def until_eos(ids: list[int], eos: frozenset[int]) -> list[int]:
-    """ids up to and including the first EOS: the runs are forced to n tokens (ours with
+    """ids before the first EOS: the runs are forced to n tokens (ours with
     stop_at_eos=False, transformers with min_new_tokens, which masks EOS and so picks
     another token where greedy picks EOS); only the part before EOS is comparable."""
-    cut = next((i + 1 for i, t in enumerate(ids) if t in eos), len(ids))
+    cut = next((i for i, t in enumerate(ids) if t in eos), len(ids))
     return ids[:cut]
 
 
 def divergence(backend, prompt, greedy, other) -> str:
-    """'equal' (up to the first EOS), or 'i=<first divergent index>, margin=<top-2 logit
-    gap there>'."""
+    """'equal' (before the first EOS), or 'i=<first divergent index>, margin=<top-2
+    logit gap there>'."""
     greedy = until_eos(greedy, backend.eos_ids)
     n = min(len(greedy), len(other))
     i = next((j for j in range(n) if greedy[j] != other[j]), None)
@@ -107,7 +107,7 @@ def main() -> None:
                  "ours vs target-only greedy", "theirs vs target-only greedy"],
                 rows, [f"{n} new tokens, greedy, end to end (prefill included), {a.repeats} paired "
                        "repetitions (order alternating), median; goal ours/theirs >= 1 with identical ids "
-                       "(compared up to the first EOS: the runs are forced past it).",
+                       "(compared before the first EOS: the runs are forced past it).",
                        "All three match n-grams of size 3 down to 1; ours takes the most recent match, "
                        "transformers and llama-cpp-python the earliest (max_matching_ngram_size = max_ngram_size = 3).",
                        "The last two columns compare each output with our target-only greedy run (one "
