@@ -108,10 +108,6 @@ class CostModel:
         pooled = (self.accepted[1:].sum() + a) / (self.reached[1:].sum() + a + b)
         return (self.accepted[1:] + self.shrink * pooled) / (self.reached[1:] + self.shrink)
 
-    def expected_committed(self, k: int) -> float:
-        """E[C | K] = 1 + sum_j prod_{i<=j} alpha_i."""
-        return expected_committed(self.alpha(), k)
-
     @staticmethod
     def _fit_line(points: dict[int, float]) -> tuple[float, float, float]:
         """Least-squares v(B) = icpt + slope B through the points (slope >= 0; flat
@@ -152,12 +148,12 @@ class CostModel:
     def best_k(self) -> tuple[int, float | None]:
         """argmax_K E[C|K] / T(K) over 1..k_max, with its throughput (tokens/ns)."""
         best, best_rate = self.k_max, None
-        committed = 1.0 + np.cumsum(np.cumprod(self.alpha()))  # E[C | K] for K = 1..k_max
+        alpha = self.alpha()
         for k in range(1, self.k_max + 1):
             cost = self.round_cost(k)
             if cost is None:
                 return self.k_max, None
-            rate = float(committed[k - 1]) / cost
+            rate = expected_committed(alpha, k) / cost
             if best_rate is None or rate > best_rate:
                 best, best_rate = k, rate
         return best, best_rate
