@@ -12,6 +12,7 @@ Expected throughput: E[C | K] / T(K) tokens/ms; target-only throughput 1 / t_tar
 """
 from __future__ import annotations
 
+import statistics
 from abc import ABC, abstractmethod
 from collections import deque
 from dataclasses import dataclass
@@ -70,26 +71,26 @@ class CostModel:
         self.ema = ema
         self.window = window
         self._verify_obs: dict[int, deque] = {}
+        self._verify_median: dict[int, float] = {}  # per B, of _verify_obs[B]
         self.reached = np.zeros(k_max + 1)
         self.accepted = np.zeros(k_max + 1)
         self.prior = (prior_accept, prior_reject)
         self.shrink = shrink
         self.draft_ns_per_token: float | None = None
-        self.verify_ns: dict[int, float] = {}
         self.residual_ns: float = 0.0
         self.target_step_ns: float | None = None
-        self._fit: tuple[float, float, float] | None = None
+        self._median_costs: np.ndarray | None = None  # T(K) from medians, until the next round
 
     def _avg(self, old: float | None, new: float) -> float:
         return new if old is None else (1 - self.ema) * old + self.ema * new
 
     def update(self, obs: RoundObservation) -> None:
+        self._median_costs = None
         b = obs.verify_positions
         if b > 0:
-            seen = self._verify_obs.setdefault(b, deque(maxlen=self.window))
-            seen.append(obs.verify_ns)
-            self.verify_ns[b] = float(np.median(seen))
-            self._fit = None
+            window = self._verify_obs.setdefault(b, deque(maxlen=self.window))
+            window.append(obs.verify_ns)
+            self._verify_median[b] = statistics.median(window)
         if obs.k == 0:
             self.target_step_ns = self._avg(self.target_step_ns, obs.verify_ns + obs.residual_ns)
             return
@@ -108,55 +109,39 @@ class CostModel:
         pooled = (self.accepted[1:].sum() + a) / (self.reached[1:].sum() + a + b)
         return (self.accepted[1:] + self.shrink * pooled) / (self.reached[1:] + self.shrink)
 
-    @staticmethod
-    def _fit_line(points: dict[int, float]) -> tuple[float, float, float]:
-        """Least-squares v(B) = icpt + slope B through the points (slope >= 0; flat
-        through a single point), and the smallest point."""
+    def round_costs(self, fastest: bool = False) -> np.ndarray | None:
+        """T(K) = K c_draft + v(K+1) + x (ns) for K = 1..k_max; None until both a draft
+        and a verify cost are measured. v(B) is the recent median at a measured B
+        (``fastest``: the fastest recent round), else the least-squares line through
+        the measured B (slope >= 0, flat through one point), never below the cheapest."""
+        if not self._verify_obs or self.draft_ns_per_token is None:
+            return None
+        if not fastest and self._median_costs is not None:
+            return self._median_costs
+        points = {b: min(v) for b, v in self._verify_obs.items()} if fastest else self._verify_median
         bs = np.fromiter(points, dtype=float)
         vs = np.fromiter(points.values(), dtype=float)
         slope = 0.0
         if bs.size > 1:
             db = bs - bs.mean()
             slope = max(float((db * (vs - vs.mean())).sum() / (db * db).sum()), 0.0)
-        return float(vs.mean() - slope * bs.mean()), slope, float(vs.min())
-
-    def verify_cost(self, b: int, fastest: bool = False) -> float | None:
-        """v(B): the recent median (``fastest``: the fastest recent round) at B, else the
-        line through the measured B, never below the cheapest of them. The median line
-        is refitted only after a new measurement (the policy runs between rounds)."""
-        points = self.verify_ns
-        if fastest:
-            points = {k: float(min(v)) for k, v in self._verify_obs.items()}
-        if not points:
-            return None
-        if b in points:
-            return points[b]
-        if fastest:
-            icpt, slope, vmin = self._fit_line(points)
-        else:
-            if self._fit is None:
-                self._fit = self._fit_line(points)
-            icpt, slope, vmin = self._fit
-        return max(icpt + slope * b, vmin)
-
-    def round_cost(self, k: int, fastest: bool = False) -> float | None:
-        v = self.verify_cost(k + 1, fastest)
-        if v is None or self.draft_ns_per_token is None:
-            return None
-        return k * self.draft_ns_per_token + v + self.residual_ns
+        icpt = vs.mean() - slope * bs.mean()
+        ks = np.arange(1, self.k_max + 1)
+        v = np.array([points.get(k + 1, max(icpt + slope * (k + 1), vs.min())) for k in ks])
+        costs = ks * self.draft_ns_per_token + v + self.residual_ns
+        if not fastest:
+            self._median_costs = costs
+        return costs
 
     def best_k(self) -> tuple[int, float | None]:
         """argmax_K E[C|K] / T(K) over 1..k_max, with its throughput (tokens/ns)."""
-        best, best_rate = self.k_max, None
+        costs = self.round_costs()
+        if costs is None:
+            return self.k_max, None
         alpha = self.alpha()
-        for k in range(1, self.k_max + 1):
-            cost = self.round_cost(k)
-            if cost is None:
-                return self.k_max, None
-            rate = expected_committed(alpha, k) / cost
-            if best_rate is None or rate > best_rate:
-                best, best_rate = k, rate
-        return best, best_rate
+        rates = [expected_committed(alpha, k) / costs[k - 1] for k in range(1, self.k_max + 1)]
+        best = int(np.argmax(rates))
+        return best + 1, float(rates[best])
 
     def predicted_speedup(self) -> float | None:
         """S = rate(K*) * t_target: > 1 means speculation is predicted to pay off."""
@@ -171,12 +156,10 @@ class CostModel:
         (the verify cost grows too fast with B, or drafting costs too much). T(K) uses
         the fastest recent round per B: a timing spike only slows a round, so this errs
         towards speculating rather than switching a good pair off on one slow call."""
-        if self.target_step_ns is None:
+        costs = self.round_costs(fastest=True)
+        if costs is None or self.target_step_ns is None:
             return None
-        costs = [(k, self.round_cost(k, fastest=True)) for k in range(1, self.k_max + 1)]
-        if any(c is None for _, c in costs):
-            return None
-        return max((k + 1) * self.target_step_ns / c for k, c in costs)
+        return float(((np.arange(1, self.k_max + 1) + 1) * self.target_step_ns / costs).max())
 
 
 class AdaptivePolicy(Policy):
