@@ -123,28 +123,56 @@ def _round(k, accepted, draft_ms, verify_ms, positions):
     return RoundObservation(k, accepted, int(draft_ms * 1e6), int(verify_ms * 1e6), positions, 0)
 
 
-def test_guard_turns_speculation_off_when_even_full_acceptance_cannot_pay():
-    """Verify cost linear in B (llama.cpp n_ubatch=1): the ceiling is below 1 after the
-    two K=1 probes and one target step, so the guard stays target-only for good."""
-    g = make_policy("guard", 8)
-    for _ in range(2):
-        assert g.next_k() == 1
-        g.observe(_round(1, 1, 13, 46, 2))  # every draft accepted, v(2) = 2 v(1)
-    assert g.next_k() == 0
-    g.observe(_round(0, 0, 0, 23, 1))       # target step: v(1) = t_target = 23 ms
-    assert g.model.speedup_ceiling() < 1
-    for _ in range(300):
+def _stays_target_only(g, rounds=300):
+    for _ in range(rounds):
         assert g.next_k() == 0
         g.observe(_round(0, 0, 0, 23, 1))
 
 
-def test_guard_keeps_speculating_from_k_max_when_verification_is_nearly_flat_in_b():
-    """One probe hit by a 3x timing spike must not switch a pair that pays off."""
+def test_guard_turns_speculation_off_when_even_full_acceptance_cannot_pay():
+    """Verify cost linear in B (llama.cpp n_ubatch=1), and the prefill cost 23 ms per
+    position as well: one K=1 probe and one target step settle it, and the guard stays
+    target-only for good."""
     g = make_policy("guard", 8)
+    g.observe_prefill(30, int(30 * 23e6))
+    assert g.next_k() == 1
+    g.observe(_round(1, 1, 13, 46, 2))      # every draft accepted, v(2) = 2 v(1)
+    assert g.next_k() == 0
+    g.observe(_round(0, 0, 0, 23, 1))       # target step: v(1) = t_target = 23 ms
+    assert g.model.speedup_ceiling() < 1
+    _stays_target_only(g)
+
+
+def test_guard_confirms_with_a_second_probe_when_the_prefill_cannot_tell():
+    """A short prompt says nothing about batching: the verdict needs the fastest of
+    two probes."""
+    g = make_policy("guard", 8)
+    g.observe_prefill(3, int(3 * 23e6))
+    g.observe(_round(1, 1, 13, 46, 2))
+    g.observe(_round(0, 0, 0, 23, 1))
+    assert g.next_k() == 1                  # the confirming probe
+    g.observe(_round(1, 1, 13, 46, 2))
+    _stays_target_only(g)
+
+
+@pytest.mark.parametrize("prefill_positions", [0, 30])
+def test_guard_keeps_speculating_from_k_max_when_verification_is_nearly_flat_in_b(prefill_positions):
+    """A probe hit by a 3x timing spike must not switch off a pair that pays off,
+    whether or not the prefill (here cheap per position: batched) was seen."""
+    g = make_policy("guard", 8)
+    g.observe_prefill(prefill_positions, int(prefill_positions * 4e6))
     g.observe(_round(1, 1, 5, 150, 2))      # spike
-    g.observe(_round(1, 1, 5, 47, 2))       # cheap draft, v(2) ~ v(1)
     g.observe(_round(0, 0, 0, 45, 1))
+    assert g.next_k() == 1                  # not switched off: probe again
+    g.observe(_round(1, 1, 5, 47, 2))       # cheap draft, v(2) ~ v(1)
     assert g.model.speedup_ceiling() > 1
     assert g.next_k() == 8                  # the adaptive policy starts at K_max
     g.observe(_round(8, 8, 40, 80, 9))
     assert g.next_k() >= 1
+
+
+def test_guard_speculates_after_one_probe_when_the_ceiling_allows():
+    g = make_policy("guard", 8)
+    g.observe(_round(1, 1, 5, 47, 2))
+    g.observe(_round(0, 0, 0, 45, 1))
+    assert g.next_k() == 8

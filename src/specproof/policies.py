@@ -38,6 +38,9 @@ class Policy(ABC):
     @abstractmethod
     def next_k(self) -> int: ...
 
+    def observe_prefill(self, positions: int, ns: int) -> None:
+        """The target's prefill: one call over ``positions`` prompt positions, ``ns`` long."""
+
     def observe(self, obs: RoundObservation) -> None:
         """Learn from a finished round."""
 
@@ -199,21 +202,32 @@ class AdaptivePolicy(Policy):
 class GuardPolicy(Policy):
     """Never much slower than target-only.
 
-    The run opens with ``probes`` rounds of K = 1 (the cheapest speculation: one draft
-    step, v(2)) and ``warmup`` target-only steps (t_target). If the ceiling
-    max_K (K+1) t_target / T(K) (every draft accepted) is below 1, speculation cannot
-    pay on this pair and stays off for the rest of the run. Otherwise the adaptive
+    The run opens with one K = 1 probe (the cheapest speculation: one draft step,
+    v(2)) and one target-only step (t_target). If the ceiling
+    max_K (K+1) t_target / T(K) (every draft accepted) is at least 1, the adaptive
     policy runs (from its K_start) while its predicted speedup S = rate(K*) t_target
     is >= 1; when S < 1 it takes target-only steps and probes again after
     ``probe_interval`` tokens, doubling the interval after every failed probe (up to
-    ``max_interval``)."""
+    ``max_interval``).
+
+    If the ceiling is below 1, speculation cannot pay on this pair and stays off for
+    the rest of the run, once the verdict is confirmed: a timing spike in the one
+    v(2) also reads as a ceiling below 1, so a second probe is taken (the ceiling uses
+    the fastest v(2)) unless the prefill already showed serial verification, i.e. its
+    cost per position over at least ``min_prefill`` positions was at least
+    ``serial_ratio`` t_target (batching bought less than 1/serial_ratio x, as on a
+    llama.cpp target with n_ubatch=1). A spike cannot fake that in both calls."""
 
     name = "guard"
 
-    def __init__(self, k_max: int = 8, k_start: int = 8, probes: int = 2, warmup: int = 1,
-                 probe_interval: int = 16, max_interval: int = 256):
+    def __init__(self, k_max: int = 8, k_start: int = 8, max_probes: int = 2,
+                 probe_interval: int = 16, max_interval: int = 256,
+                 serial_ratio: float = 0.5, min_prefill: int = 8):
         self.inner = AdaptivePolicy(k_max=k_max, k_start=k_start)
-        self.opening = [1] * probes + [0] * warmup  # K of the rounds before speculating
+        self.opening = [1, 0]  # K of the rounds before the verdict
+        self.probes_left = max_probes - 1
+        self.serial_ratio, self.min_prefill = serial_ratio, min_prefill
+        self.prefill_ns_per_position: float | None = None
         self.base_interval = probe_interval
         self.interval = probe_interval
         self.max_interval = max_interval
@@ -231,9 +245,28 @@ class GuardPolicy(Policy):
             return self.opening[0]
         return 0 if self.target_steps_left > 0 else self.inner.next_k()
 
-    def _check_ceiling(self) -> None:
+    def observe_prefill(self, positions: int, ns: int) -> None:
+        if positions >= self.min_prefill:
+            self.prefill_ns_per_position = ns / positions
+
+    def _prefill_was_serial(self) -> bool:
+        t = self.model.target_step_ns
+        return (self.prefill_ns_per_position is not None and t is not None
+                and self.prefill_ns_per_position >= self.serial_ratio * t)
+
+    def _ceiling_below_one(self) -> bool:
         ceiling = self.model.speedup_ceiling()
-        self.disabled = ceiling is not None and ceiling < 1.0
+        return ceiling is not None and ceiling < 1.0
+
+    def _verdict(self) -> None:
+        """After the opening: speculate, switch off, or probe once more to confirm."""
+        if not self._ceiling_below_one():
+            return
+        if self.probes_left > 0 and not self._prefill_was_serial():
+            self.probes_left -= 1
+            self.opening = [1]
+        else:
+            self.disabled = True
 
     def observe(self, obs: RoundObservation) -> None:
         if self.disabled:
@@ -242,12 +275,12 @@ class GuardPolicy(Policy):
             self.model.update(obs)
             self.opening.pop(0)
             if not self.opening:
-                self._check_ceiling()
+                self._verdict()
             return
         self.inner.observe(obs)
         if obs.k == 0:
             self.target_steps_left = max(self.target_steps_left - 1, 0)
-            self._check_ceiling()
+            self.disabled = self._ceiling_below_one()
             return
         s = self.model.predicted_speedup()
         if s is not None and s < 1.0:
