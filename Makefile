@@ -14,7 +14,7 @@ STUDY            ?= cpu-smollm2
 # Rules call the `specproof` command: put the venv first on PATH for every recipe.
 export PATH := $(abspath $(BIN)):$(PATH)
 
-.PHONY: install test test-fast study paper audit lint clean-venv
+.PHONY: install test test-fast study paper audit bench lint clean-venv
 
 install: $(VENV)/.installed
 
@@ -42,6 +42,11 @@ paper: install
 
 audit: install
 	$(BIN)/snakemake --cores $(CORES) audit
+
+# The four benchmark tables the paper cites (~20 min here); then `make paper`.
+BENCHMARKS := target_only ngram model_draft policies
+bench: install
+	for b in $(BENCHMARKS); do $(BIN)/python benchmarks/$$b.py || exit 1; done
 
 lint: install
 	$(BIN)/snakemake --lint

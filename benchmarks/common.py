@@ -7,7 +7,8 @@ import sys
 import time
 from pathlib import Path
 
-from specproof.provenance import capture, summary_line
+from specproof import benchtables
+from specproof.provenance import capture
 
 RESULTS = Path(__file__).parent / "results"
 CODE_PROMPTS = [
@@ -35,16 +36,12 @@ def paired_times(ours, theirs, repeats: int) -> tuple[dict[str, list[float]], di
     return times, out
 
 
-def write_table(name: str, title: str, header: list[str], rows: list[list], notes: list[str]) -> Path:
+def write_table(name: str, title: str, header: list[str], rows: list[list], notes: list[str],
+                values: dict[str, tuple]) -> Path:
+    """results/<name>.md and .json (specproof.benchtables); ``values`` are the numbers
+    the paper cites, key -> (value, unit)."""
+    command = " ".join(shlex.quote(a) for a in [sys.executable.split("/")[-1], *sys.argv])
     prov = capture(Path(__file__).resolve().parents[1])
-    lines = [f"# {title}", "", f"Command: `{' '.join(shlex.quote(a) for a in [sys.executable.split('/')[-1], *sys.argv])}`",
-             "", f"Machine: {summary_line(prov)}", "",
-             "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    for r in rows:
-        lines.append("| " + " | ".join(f"{x:.3g}" if isinstance(x, float) else str(x) for x in r) + " |")
-    lines += [""] + [f"- {n}" for n in notes]
-    RESULTS.mkdir(exist_ok=True)
-    out = RESULTS / f"{name}.md"
-    out.write_text("\n".join(lines) + "\n")
-    print("\n".join(lines))
+    out = benchtables.write_table(RESULTS, name, title, header, rows, notes, values, command, prov)
+    print(out.read_text())
     return out

@@ -89,9 +89,11 @@ def main() -> None:
             return out
         return run
 
-    for label, backend, theirs_fn, theirs_name in (
-            ("hf fp32 SmolLM2", hf, hf_lookup, "transformers prompt lookup"),
-            ("llama.cpp F16 SmolLM2", llama_ours, llama_lookup, "llama-cpp-python LlamaPromptLookupDecoding")):
+    values = {}
+    for slug, label, backend, theirs_fn, theirs_name in (
+            ("hf_fp32", "hf fp32 SmolLM2", hf, hf_lookup, "transformers prompt lookup"),
+            ("llama_f16", "llama.cpp F16 SmolLM2", llama_ours, llama_lookup,
+             "llama-cpp-python LlamaPromptLookupDecoding")):
         for wl, text in (("code", CODE_PROMPTS[1]), ("chat", backend.chat_prompt(CHAT_PROMPTS[1]))):
             ids = backend.encode(text)
             times, out = paired_times(ours(backend, ids), theirs_fn(ids), a.repeats)
@@ -102,6 +104,7 @@ def main() -> None:
             ours_tps, theirs_tps = n / statistics.median(times["ours"]), n / statistics.median(times["theirs"])
             rows.append([label, wl, theirs_name, k, ours_tps, theirs_tps, ours_tps / theirs_tps, same,
                          divergence(backend, ids, greedy, ids_o), divergence(backend, ids, greedy, ids_t)])
+            values[f"{slug}.{wl}.ratio"] = (ours_tps / theirs_tps, "x")
             print(rows[-1], flush=True)
     write_table("ngram", "Model-free drafting: our n-gram drafter vs the libraries' prompt lookup",
                 ["target", "workload", "baseline", "K", "ours tok/s", "theirs tok/s", "ours/theirs", "ids identical",
@@ -114,7 +117,11 @@ def main() -> None:
                        "The last two columns compare each output with our target-only greedy run (one "
                        "position per call): 'equal', or the first divergent index i and the target's "
                        "top-2 logit margin there (prefix scored in one call). A small "
-                       "margin means batched verification's float32 rounding flipped a near tie."])
+                       "margin means batched verification's float32 rounding flipped a near tie."],
+                {**values, "k": (k, "K"), "min_ratio": (min(r[6] for r in rows), "x"),
+                 "max_ratio": (max(r[6] for r in rows), "x"),
+                 "ids_identical": (all(r[7] for r in rows), "bool"),
+                 "ours_equal_greedy": (all(r[8] == "equal" for r in rows), "bool")})
 
 
 if __name__ == "__main__":

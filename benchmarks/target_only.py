@@ -52,13 +52,14 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=7)
     a = ap.parse_args()
     rows = []
-    setups = [("hf fp32 SmolLM2", {"backend": "hf", "model": "embedded:smollm2-q4_1", "threads": 2},
+    values = {}
+    setups = [("hf_fp32", "hf fp32 SmolLM2", {"backend": "hf", "model": "embedded:smollm2-q4_1", "threads": 2},
                hf_generate, "transformers generate"),
-              ("llama.cpp Q4_1 SmolLM2", {"backend": "llama", "model": "embedded:smollm2-q4_1", "threads": 2},
-               llama_generate, "llama-cpp-python generate"),
-              ("llama.cpp F16 SmolLM2", {"backend": "llama", "model": "embedded:smollm2-f16", "threads": 2},
-               llama_generate, "llama-cpp-python generate")]
-    for label, spec, theirs_fn, theirs_name in setups:
+              ("llama_q4_1", "llama.cpp Q4_1 SmolLM2", {"backend": "llama", "model": "embedded:smollm2-q4_1",
+                                                        "threads": 2}, llama_generate, "llama-cpp-python generate"),
+              ("llama_f16", "llama.cpp F16 SmolLM2", {"backend": "llama", "model": "embedded:smollm2-f16",
+                                                      "threads": 2}, llama_generate, "llama-cpp-python generate")]
+    for slug, label, spec, theirs_fn, theirs_name in setups:
         backend = load_backend(spec)
         for wl, prompt in (("code", CODE_PROMPTS[0]), ("chat", backend.chat_prompt(CHAT_PROMPTS[0]))):
             ids = backend.encode(prompt)
@@ -69,6 +70,7 @@ def main() -> None:
             rows.append([label, wl, theirs_name, a.new_tokens / statistics.median(times["ours"]),
                          a.new_tokens / statistics.median(times["theirs"]), statistics.median(ratios),
                          f"{q1:.3f}-{q3:.3f}"])
+            values[f"{slug}.{wl}.ratio"] = (statistics.median(ratios), "x")
             print(rows[-1], flush=True)
         backend.close()
     write_table("target_only", "Target-only: our loop vs the backend's own generation",
@@ -79,7 +81,9 @@ def main() -> None:
                  "ours/theirs is the median (and quartiles) of the per-pair ratios, which cancels the "
                  "machine's slow drift. Goal ours/theirs >= 0.98.",
                  "Ours returns full-vocabulary float32 logits to Python each step and takes argmax in "
-                 "numpy; the baselines sample inside the library."])
+                 "numpy; the baselines sample inside the library."],
+                {**values, "min_ratio": (min(r[5] for r in rows), "x"), "max_ratio": (max(r[5] for r in rows), "x"),
+                 "repeats": (a.repeats, "pairs"), "new_tokens": (a.new_tokens, "tokens")})
 
 
 if __name__ == "__main__":

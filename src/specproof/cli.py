@@ -203,7 +203,7 @@ def cmd_numbers(a) -> int:
     from pathlib import Path
     from .paper import build_numbers
     config = {"studies": a.studies, "study": a.head, "paper": {"title": a.title}}
-    n = build_numbers(config, Path(a.manifests), Path(a.results), Path(a.out))
+    n = build_numbers(config, Path(a.manifests), Path(a.results), Path(a.out), Path(a.benchmarks))
     print(f"{a.out}: {len(n)} numbers")
     return 0
 
@@ -234,7 +234,7 @@ def cmd_audit(a) -> int:
     if not studies:
         from .study import load_config
         studies = load_config(Path(a.config))["studies"]
-    for line in audit(studies, Path(a.manifests), Path(a.numbers)):
+    for line in audit(studies, Path(a.manifests), Path(a.numbers), Path(a.benchmarks)):
         print(f"audit: {line}")
     print("audit: OK")
     return 0
@@ -301,6 +301,8 @@ def build_parser() -> argparse.ArgumentParser:
     n.add_argument("--title", default="specproof")
     n.add_argument("--manifests", default="manifests")
     n.add_argument("--results", default="results")
+    n.add_argument("--benchmarks", default="benchmarks/results",
+                   help="benchmark tables (<name>.json beside <name>.md); none if absent")
     n.add_argument("--out", default="paper/build/numbers.json")
     n.set_defaults(func=cmd_numbers)
 
@@ -324,6 +326,7 @@ def build_parser() -> argparse.ArgumentParser:
     au.add_argument("--config", default="config/config.yaml")
     au.add_argument("--manifests", default="manifests")
     au.add_argument("--numbers", default="paper/build/numbers.json")
+    au.add_argument("--benchmarks", default="benchmarks/results")
     au.set_defaults(func=cmd_audit)
 
     dr = sub.add_parser("drift", help="compare a rerun study with its frozen manifest")

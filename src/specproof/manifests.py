@@ -72,11 +72,14 @@ def manifest_sha256(manifests: Path, study: str) -> str | None:
     return sha256_file(path) if path.is_file() else None
 
 
-def audit(studies: list[str], manifests: Path, numbers_path: Path) -> list[str]:
-    """Re-hash every frozen file and recompute every number from the frozen raw records;
+def audit(studies: list[str], manifests: Path, numbers_path: Path,
+          benchmarks: Path | None = None) -> list[str]:
+    """Re-hash every frozen file and recompute every number from the frozen raw records
+    (and the benchmark tables' numbers from their JSON, checked against their .md);
     error naming the first mismatch. Returns a line per check passed."""
     from .analysis import analyze
-    from .numbers import compare, study_numbers
+    from .benchtables import bench_numbers
+    from .numbers import study_numbers
     numbers = read_json(numbers_path)
     report = []
     for study in studies:
@@ -85,12 +88,22 @@ def audit(studies: list[str], manifests: Path, numbers_path: Path) -> list[str]:
         manifest = verify_hashes(manifests, study)
         report.append(f"{study}: {len(manifest['files'])} frozen files match their sha256")
         recomputed = study_numbers(analyze(Path(manifests) / study), manifest_sha256(manifests, study))
-        expected = {k: v for k, v in numbers.items() if k.startswith(f"{study}.")}
-        bad = compare(expected, recomputed)
-        if bad:
-            raise SpecproofError(f"{numbers_path}: {bad}")
+        _check(numbers, recomputed, f"{study}.", numbers_path)
         report.append(f"{study}: {len(recomputed)} numbers recomputed from frozen records match {numbers_path}")
+    if benchmarks is not None:
+        recomputed = bench_numbers(benchmarks)
+        _check(numbers, recomputed, "bench.", numbers_path)
+        tables = len({v["source"] for v in recomputed.values()})
+        report.append(f"benchmarks: {len(recomputed)} numbers from {tables} tables in {benchmarks} "
+                      f"match {numbers_path} and their sha256")
     return report
+
+
+def _check(numbers: dict, recomputed: dict, prefix: str, numbers_path: Path) -> None:
+    from .numbers import compare
+    bad = compare({k: v for k, v in numbers.items() if k.startswith(prefix)}, recomputed)
+    if bad:
+        raise SpecproofError(f"{numbers_path}: {bad}")
 
 
 def _flatten(d, prefix=""):

@@ -3,7 +3,8 @@
 
 Keys are '<study>.<group>.<...>'. ``source`` names the record file the number is
 computed from; ``manifest_sha256`` is the sha256 of the frozen study's manifest.json
-(null for a study read from results/ that is not frozen).
+(null for a study read from results/ that is not frozen). Benchmark numbers
+('bench.<table>.<...>', see benchtables) carry the sha256 of their JSON instead.
 """
 from __future__ import annotations
 
@@ -145,4 +146,7 @@ def compare(expected: dict, actual: dict, rel: float = 1e-9) -> str | None:
                 return f"{key}: numbers.json has {e}, records give {v}"
         elif e != v:
             return f"{key}: numbers.json has {e!r}, records give {v!r}"
+        if expected[key].get("sha256") != actual[key].get("sha256"):
+            return (f"{key}: numbers.json was computed from {expected[key].get('source')} with sha256 "
+                    f"{str(expected[key].get('sha256'))[:16]}, which is now {str(actual[key].get('sha256'))[:16]}")
     return None

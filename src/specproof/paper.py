@@ -1,4 +1,5 @@
-"""numbers.json for every study in config/config.yaml, and the Typst paper build.
+"""numbers.json for every study in config/config.yaml and every benchmark table, and the
+Typst paper build.
 
 A study with a frozen manifest is read from manifests/<study>/, otherwise from
 results/<study>/. The paper (paper/paper.typ) reads paper/build/numbers.json; a key the
@@ -17,10 +18,14 @@ def records_dir(study: str, manifests: Path, results: Path) -> Path:
     return Path(manifests) / study if is_frozen(manifests, study) else Path(results) / study
 
 
-def build_numbers(config: dict, manifests: Path, results: Path, out: Path) -> dict:
+def build_numbers(config: dict, manifests: Path, results: Path, out: Path,
+                  benchmarks: Path | None = None) -> dict:
+    """Every study's numbers, the benchmark tables' (``bench.*``, from ``benchmarks``)
+    and the paper's own (title, head study, frozen or not)."""
     from .analysis import analyze
+    from .benchtables import bench_numbers
     from .numbers import study_numbers
-    numbers: dict = {}
+    numbers: dict = bench_numbers(benchmarks) if benchmarks is not None else {}
     for study in config["studies"]:
         d = records_dir(study, manifests, results)
         numbers.update(study_numbers(analyze(d), manifest_sha256(manifests, study)))

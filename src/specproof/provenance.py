@@ -5,7 +5,6 @@ Everything is read from the running machine; nothing is typed in by hand.
 from __future__ import annotations
 
 import datetime as dt
-import hashlib
 import os
 import platform
 import subprocess
@@ -112,10 +111,6 @@ def git_state(root: Path) -> dict:
     commit = _run(["git", "-C", str(root), "rev-parse", "HEAD"])
     dirty = bool(_run(["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no"]))
     return {"commit": commit or None, "dirty": dirty}
-
-
-def sha256_file(path: Path) -> str:
-    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
 
 
 def capture(root: Path | None = None) -> dict:

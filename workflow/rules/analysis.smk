@@ -36,6 +36,7 @@ rule figures:
 rule numbers:
     input:
         all_study_records,
+        benchmark_tables,
     output:
         f"{PAPER}/build/numbers.json",
     log:
@@ -51,6 +52,8 @@ rule numbers:
         title=config.get("paper", {}).get("title", "specproof"),
         manifests=MANIFESTS,
         results=RESULTS,
+        benchmarks=BENCHMARKS,
     shell:
         "specproof numbers --studies {params.studies} --head {params.head} --title {params.title:q} "
-        "--manifests {params.manifests} --results {params.results} --out {output} > {log} 2>&1"
+        "--manifests {params.manifests} --results {params.results} --benchmarks {params.benchmarks} "
+        "--out {output} > {log} 2>&1"

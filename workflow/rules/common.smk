@@ -12,6 +12,7 @@ FIGURES = config.get("figures_dir", "figures")
 PAPER = config.get("paper_dir", "paper")
 STUDIES_DIR = config.get("studies_dir", "config/studies")
 MODEL_DIR = config.get("model_dir", "resources/models")
+BENCHMARKS = config.get("benchmarks_dir", "benchmarks/results")
 ENV = "../../environment.yml"
 
 
@@ -34,6 +35,12 @@ def study_records(wildcards):
 
 def all_study_records(wildcards=None):
     return [f"{records(s)}/{f}" for s in config["studies"] for f in RAW + DERIVED]
+
+
+def benchmark_tables(wildcards=None):
+    """The benchmark tables the paper cites (written by benchmarks/*.py, never by a rule)."""
+    return sorted(str(p) for p in Path(BENCHMARKS).glob("*.json")) + sorted(
+        str(p) for p in Path(BENCHMARKS).glob("*.md"))
 
 
 def head_study():

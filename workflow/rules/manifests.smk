@@ -10,9 +10,10 @@ rule audit:
         studies=config["studies"],
         numbers=f"{PAPER}/build/numbers.json",
         manifests=MANIFESTS,
+        benchmarks=BENCHMARKS,
     shell:
         "specproof audit --studies {params.studies} --manifests {params.manifests} "
-        "--numbers {params.numbers} 2>&1 | tee {log}"
+        "--numbers {params.numbers} --benchmarks {params.benchmarks} 2>&1 | tee {log}"
 
 
 rule drift:
