@@ -27,3 +27,18 @@ def test_advise_table_is_consistent(drafter_kind):
     for r in res["table"]:
         assert r["round_ms"] > 0 and 1.0 <= r["expected_committed"] <= r["k"] + 1
     assert set(res["verify_ms"]) == {1, 2, 3, 4, 5}
+
+
+def test_a_position_asked_for_but_not_proposed_counts_as_rejected():
+    """An n-gram lookup without a match proposes nothing (k=0) or fewer than K tokens;
+    per drafted position it looks perfect, per requested position it does not."""
+    import pandas as pd
+    from specproof.costs import acceptance_by_position
+    rounds = pd.DataFrame({"k": [0, 2, 4], "accepted": [0, 2, 4]})
+    assert acceptance_by_position(rounds, 4).tolist() == [1.0, 1.0, 1.0, 1.0]
+    asked = acceptance_by_position(rounds, 4, requested=pd.Series([4, 4, 4]))
+    assert asked.tolist() == pytest.approx([2 / 3, 1.0, 0.5, 1.0])
+    # a model drafter proposes what it is asked: both definitions agree
+    full = pd.DataFrame({"k": [4, 4, 2], "accepted": [1, 4, 2]})
+    assert acceptance_by_position(full, 4, requested=full["k"]).tolist() == \
+        acceptance_by_position(full, 4).tolist()

@@ -2,7 +2,9 @@
 
 Measures, for a target and a drafter: the target's verify cost v(B) for B = 1..K_max+1,
 the draft step cost c_draft, and acceptance by draft position alpha_i from a short
-speculative probe at K_max on the user's prompts (greedy unless a temperature is given).
+speculative probe at K_max on the user's prompts (greedy unless a temperature is given;
+a position the drafter was asked for but did not propose, as an n-gram lookup without a
+long enough match does, counts as rejected).
 It then predicts, for every K,
 
     S(K) = t_T * E[C|K] / (K c_draft + v(K+1) + x),   E[C|K] = 1 + sum_j prod_{i<=j} alpha_i
@@ -42,11 +44,13 @@ def advise(target: Backend, drafter: Drafter, prompts: list[list[int]], k_max: i
         base = decode_target_only(target, ids, settings).rounds_frame()
         target_x.append(float(base["residual_ns"].mean()) / 1e6)
         run = decode_speculative(target, drafter, ids, settings, FixedPolicy(k_max)).rounds_frame()
+        # what the decoder asked for: K_max, or fewer where the token budget ran out
+        run["requested"] = np.minimum(k_max, probe_tokens - (run["committed"].cumsum() - run["committed"]) - 1)
         frames.append(run)
         spec_x.append(float((run["residual_ns"] + run["replay_ns"]).mean()) / 1e6)
     import pandas as pd
     rounds = pd.concat(frames, ignore_index=True)
-    alpha = acceptance_by_position(rounds, k_max)
+    alpha = acceptance_by_position(rounds, k_max, requested=rounds["requested"])
     if draft_ms is None:
         drafted = rounds["k"].sum()
         draft_ms = float(rounds["draft_ns"].sum() / max(drafted, 1) / 1e6)

@@ -52,14 +52,25 @@ def run_costs(runs: pd.DataFrame, rounds: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
-def acceptance_by_position(rounds: pd.DataFrame, k_max: int) -> np.ndarray:
-    """alpha_i = P(position i accepted | positions < i accepted), pooled rounds."""
-    r = rounds[rounds["k"] > 0]
+def acceptance_by_position(rounds: pd.DataFrame, k_max: int,
+                           requested: pd.Series | None = None) -> np.ndarray:
+    """alpha_i = P(position i accepted | positions < i accepted), pooled rounds.
+
+    By default a round reaches position i only if the drafter proposed i tokens.
+    With ``requested`` (tokens asked of the drafter per round, aligned with ``rounds``)
+    a position that was asked for but not proposed counts as rejected: the right
+    alpha for predicting what a drafter that may propose fewer than K tokens (n-gram
+    lookup) commits per round. For a model drafter, which always proposes K, both agree."""
+    if requested is None:
+        r, asked = rounds[rounds["k"] > 0], None
+    else:
+        r, asked = rounds, requested
     out = np.full(k_max, np.nan)
     for i in range(1, k_max + 1):
-        reached = ((r["k"] >= i) & (r["accepted"] >= i - 1)).sum()
+        at = (r["k"] >= i) if asked is None else (asked >= i)
+        reached = (at & (r["accepted"] >= i - 1)).sum()
         if reached:
-            out[i - 1] = (r["accepted"] >= i).sum() / reached
+            out[i - 1] = (at & (r["accepted"] >= i)).sum() / reached
     return out
 
 
