@@ -3,6 +3,7 @@ machine's provenance and the exact command."""
 from __future__ import annotations
 
 import shlex
+import statistics
 import sys
 import time
 from pathlib import Path
@@ -34,6 +35,14 @@ def paired_times(ours, theirs, repeats: int) -> tuple[dict[str, list[float]], di
             out[name] = fns[name]()
             times[name].append(time.perf_counter() - t0)
     return times, out
+
+
+def ratio_summary(times: dict[str, list[float]]) -> tuple[float, float, float]:
+    """ours/theirs speed per pair (theirs time / ours time): (median, lower quartile,
+    upper quartile). Pairing cancels the machine's slow drift."""
+    ratios = [t / o for o, t in zip(times["ours"], times["theirs"])]
+    q1, median, q3 = statistics.quantiles(ratios, n=4)
+    return median, q1, q3
 
 
 def write_table(name: str, title: str, header: list[str], rows: list[list], notes: list[str],

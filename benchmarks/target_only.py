@@ -14,7 +14,7 @@ import statistics
 
 import torch
 
-from common import CHAT_PROMPTS, CODE_PROMPTS, paired_times, write_table
+from common import CHAT_PROMPTS, CODE_PROMPTS, paired_times, ratio_summary, write_table
 from specproof.decoding import DecodeSettings, decode_target_only
 from specproof.loader import load_backend
 
@@ -65,12 +65,10 @@ def main() -> None:
             ids = backend.encode(prompt)
             times, _ = paired_times(ours(backend, ids, a.new_tokens), theirs_fn(backend, ids, a.new_tokens),
                                     a.repeats)
-            ratios = [t / o for o, t in zip(times["ours"], times["theirs"])]
-            q1, _, q3 = statistics.quantiles(ratios, n=4)
+            ratio, q1, q3 = ratio_summary(times)
             rows.append([label, wl, theirs_name, a.new_tokens / statistics.median(times["ours"]),
-                         a.new_tokens / statistics.median(times["theirs"]), statistics.median(ratios),
-                         f"{q1:.3f}-{q3:.3f}"])
-            values[f"{slug}.{wl}.ratio"] = (statistics.median(ratios), "x")
+                         a.new_tokens / statistics.median(times["theirs"]), ratio, f"{q1:.3f}-{q3:.3f}"])
+            values[f"{slug}.{wl}.ratio"] = (ratio, "x")
             print(rows[-1], flush=True)
         backend.close()
     write_table("target_only", "Target-only: our loop vs the backend's own generation",

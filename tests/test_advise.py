@@ -42,3 +42,14 @@ def test_a_position_asked_for_but_not_proposed_counts_as_rejected():
     full = pd.DataFrame({"k": [4, 4, 2], "accepted": [1, 4, 2]})
     assert acceptance_by_position(full, 4, requested=full["k"]).tolist() == \
         acceptance_by_position(full, 4).tolist()
+
+
+
+def test_expected_round_cost_follows_the_proposal_lengths():
+    """A round costs min(K, d) draft steps and v(min(K, d) + 1): an n-gram lookup that
+    proposes nothing costs one target step, a model drafter always K steps."""
+    from specproof.costs import expected_round_ms
+    verify = {1: 10.0, 2: 11.0, 3: 12.0, 4: 13.0, 5: 14.0}
+    assert expected_round_ms(3, np.array([0, 0]), 2.0, verify, 0.5) == pytest.approx(10.5)
+    assert expected_round_ms(3, np.array([4, 4]), 2.0, verify, 0.5) == pytest.approx(3 * 2 + 13 + 0.5)
+    assert expected_round_ms(3, np.array([1, 4]), 2.0, verify, 0.0) == pytest.approx(((2 + 11) + (6 + 13)) / 2)

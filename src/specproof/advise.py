@@ -7,11 +7,14 @@ a position the drafter was asked for but did not propose, as an n-gram lookup wi
 long enough match does, counts as rejected).
 It then predicts, for every K,
 
-    S(K) = t_T * E[C|K] / (K c_draft + v(K+1) + x),   E[C|K] = 1 + sum_j prod_{i<=j} alpha_i
+    S(K) = t_T * E[C|K] / E[T|K],   E[C|K] = 1 + sum_j prod_{i<=j} alpha_i,
+    E[T|K] = mean over probe rounds of (d_K c_draft + v(d_K + 1)) + x,  d_K = min(K, d)
 
-with t_T = v(1) + x_T the target-only cost per token (x_T its per-step residual, x the
-per-round residual, both measured in the probe), and recommends K* = argmax S(K);
-speculation is enabled only if S(K*) > 1.
+with d the tokens the drafter proposed in a probe round (K_max for a model drafter, so
+E[T|K] = K c_draft + v(K+1) + x; an n-gram lookup proposes fewer, or none, and a round
+that proposes none costs one target step), t_T = v(1) + x_T the target-only cost per
+token (x_T its per-step residual, x the per-round residual, both measured in the probe).
+It recommends K* = argmax S(K); speculation is enabled only if S(K*) > 1.
 """
 from __future__ import annotations
 
@@ -21,7 +24,7 @@ import time
 import numpy as np
 
 from .backends.base import Backend
-from .costs import acceptance_by_position, expected_committed
+from .costs import acceptance_by_position, expected_committed, expected_round_ms
 from .decoding import DecodeSettings, decode_speculative, decode_target_only
 from .drafters import Drafter, ModelDrafter
 from .micro import time_forward
@@ -56,10 +59,13 @@ def advise(target: Backend, drafter: Drafter, prompts: list[list[int]], k_max: i
         draft_ms = float(rounds["draft_ns"].sum() / max(drafted, 1) / 1e6)
     x_t, x_s = float(np.mean(target_x)), float(np.mean(spec_x))
     t_target = verify[1] + x_t
+    # proposal lengths when K_max was asked for: at K the drafter proposes min(K, length)
+    full = rounds[rounds["requested"] == k_max]
+    lengths = (full if len(full) else rounds)["k"].to_numpy()
     table = []
     for k in range(1, k_max + 1):
         e_c = expected_committed(alpha, k)
-        round_ms = k * draft_ms + verify[k + 1] + x_s
+        round_ms = expected_round_ms(k, lengths, draft_ms, verify, x_s)
         table.append({"k": k, "expected_committed": e_c, "round_ms": round_ms,
                       "predicted_speedup": t_target * e_c / round_ms})
     best = max(table, key=lambda r: r["predicted_speedup"])

@@ -79,6 +79,15 @@ def expected_committed(alpha: np.ndarray, k: int) -> float:
     return 1.0 + float(np.cumprod(a).sum())
 
 
+def expected_round_ms(k: int, lengths: np.ndarray, draft_ms: float, verify_ms: dict[int, float],
+                      residual_ms: float) -> float:
+    """E[T|K] = mean_r (d_r c_draft + v(d_r + 1)) + x with d_r = min(K, length_r), the
+    tokens a drafter whose proposals had ``lengths`` when asked for K_max proposes at K
+    (ms). A model drafter always proposes K: K c_draft + v(K + 1) + x."""
+    d = np.minimum(k, np.asarray(lengths))
+    return float(np.mean(d * draft_ms + np.array([verify_ms[int(b) + 1] for b in d]))) + residual_ms
+
+
 def model_speedup(alpha: np.ndarray, k: int, draft_ms: float, verify_ms: dict[int, float],
                   target_ms: float) -> float:
     """S_model = t_T * E[C|K] / (K c_draft + v(K+1)); NaN if v(K+1) was not measured."""
