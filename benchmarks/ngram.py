@@ -23,9 +23,7 @@ from specproof.policies import FixedPolicy
 
 
 def until_eos(ids: list[int], eos: frozenset[int]) -> list[int]:
-    """ids before the first EOS: the runs are forced to n tokens (ours with
-    stop_at_eos=False, transformers with min_new_tokens, which masks EOS and so picks
-    another token where greedy picks EOS); only the part before EOS is comparable."""
+    """ids before the first EOS, the part every run's ids can be compared on."""
     cut = next((i for i, t in enumerate(ids) if t in eos), len(ids))
     return ids[:cut]
 
@@ -52,12 +50,16 @@ def main() -> None:
     a = ap.parse_args()
     n, k = a.new_tokens, a.k
     s = DecodeSettings(max_new_tokens=n, stop_at_eos=False)
+    # transformers can only be forced past EOS with min_new_tokens, which masks EOS and so
+    # continues with other text than greedy: the hf rows both stop at EOS instead, so both
+    # sides decode the same tokens (llama.cpp's generate continues greedily, as ours does)
+    s_eos = DecodeSettings(max_new_tokens=n, stop_at_eos=True)
     rows = []
 
     hf = load_backend({"backend": "hf", "model": "embedded:smollm2-q4_1", "threads": 2})
 
-    def ours(backend, ids):
-        return lambda: decode_speculative(backend, NGramDrafter(max_ngram=3), ids, s, FixedPolicy(k)).new_ids
+    def ours(backend, ids, settings):
+        return lambda: decode_speculative(backend, NGramDrafter(max_ngram=3), ids, settings, FixedPolicy(k)).new_ids
 
     def hf_lookup(ids):
         inp = torch.tensor([ids])
@@ -66,7 +68,7 @@ def main() -> None:
             with torch.inference_mode():
                 out = hf.model.generate(inp, attention_mask=torch.ones_like(inp), do_sample=False,
                                         prompt_lookup_num_tokens=k, max_matching_ngram_size=3,
-                                        max_new_tokens=n, min_new_tokens=n,
+                                        max_new_tokens=n, eos_token_id=sorted(hf.eos_ids),
                                         pad_token_id=0)
             return out[0, len(ids):].tolist()
         return run
@@ -90,18 +92,19 @@ def main() -> None:
         return run
 
     values, spread = {}, []
-    for slug, label, backend, theirs_fn, theirs_name in (
-            ("hf_fp32", "hf fp32 SmolLM2", hf, hf_lookup, "transformers prompt lookup"),
+    for slug, label, backend, theirs_fn, theirs_name, settings in (
+            ("hf_fp32", "hf fp32 SmolLM2", hf, hf_lookup, "transformers prompt lookup", s_eos),
             ("llama_f16", "llama.cpp F16 SmolLM2", llama_ours, llama_lookup,
-             "llama-cpp-python LlamaPromptLookupDecoding")):
+             "llama-cpp-python LlamaPromptLookupDecoding", s)):
         for wl, text in (("code", CODE_PROMPTS[1]), ("chat", backend.chat_prompt(CHAT_PROMPTS[1]))):
             ids = backend.encode(text)
-            times, out = paired_times(ours(backend, ids), theirs_fn(ids), a.repeats)
+            times, out = paired_times(ours(backend, ids, settings), theirs_fn(ids), a.repeats)
             ids_o, ids_t = out["ours"], out["theirs"]
             a_ids, b_ids = until_eos(ids_o, backend.eos_ids), until_eos(ids_t, backend.eos_ids)
-            same = a_ids[:len(b_ids)] == b_ids[:len(a_ids)]
-            greedy = decode_target_only(backend, ids, s).new_ids
-            ours_tps, theirs_tps = n / statistics.median(times["ours"]), n / statistics.median(times["theirs"])
+            same = a_ids[:len(b_ids)] == b_ids[:len(a_ids)] and len(ids_o) == len(ids_t)
+            greedy = decode_target_only(backend, ids, settings).new_ids
+            ours_tps = len(ids_o) / statistics.median(times["ours"])
+            theirs_tps = len(ids_t) / statistics.median(times["theirs"])
             ratio, q1, q3 = ratio_summary(times)
             rows.append([label, wl, theirs_name, k, ours_tps, theirs_tps, ratio, f"{q1:.3f}-{q3:.3f}", same,
                          divergence(backend, ids, greedy, ids_o), divergence(backend, ids, greedy, ids_t)])
@@ -112,10 +115,12 @@ def main() -> None:
                 ["target", "workload", "baseline", "K", "ours tok/s", "theirs tok/s", "ours/theirs (median)",
                  "ours/theirs (quartiles)", "ids identical",
                  "ours vs target-only greedy", "theirs vs target-only greedy"],
-                rows, [f"{n} new tokens, greedy, end to end (prefill included), {a.repeats} paired "
+                rows, [f"Up to {n} new tokens (the hf rows stop at EOS on both sides: transformers can only be "
+                       "forced past it by masking EOS, which changes the text that follows), "
+                       f"greedy, end to end (prefill included), {a.repeats} paired "
                        "repetitions after a warm-up (order alternating); tok/s are medians, ours/theirs the "
                        "median (and quartiles) of the per-pair ratios; goal ours/theirs >= 1 with identical ids "
-                       "(compared before the first EOS: the runs are forced past it).",
+                       "(before the first EOS, and the same length).",
                        "All three match n-grams of size 3 down to 1; ours takes the most recent match, "
                        "transformers and llama-cpp-python the earliest (max_matching_ngram_size = max_ngram_size = 3).",
                        "The last two columns compare each output with our target-only greedy run (one "
