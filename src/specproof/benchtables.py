@@ -9,13 +9,11 @@ JSON file, so the audit can tell an edited table from a rerun one.
 """
 from __future__ import annotations
 
-import json
-import math
 from pathlib import Path
 
 from .errors import SpecproofError
 from .provenance import summary_line
-from .records import sha256_file, sha256_text
+from .records import json_scalar, read_json, sha256_file, sha256_text, write_json
 
 
 def _cell(x) -> str:
@@ -32,10 +30,8 @@ def render_markdown(title: str, command: str, machine: str, header: list[str], r
 
 
 def _plain(v):
-    """A JSON scalar: numpy scalars unwrapped, non-finite floats as null."""
-    v = v.item() if hasattr(v, "item") else v
-    if isinstance(v, float) and not math.isfinite(v):
-        return None
+    """json_scalar, refusing anything that is not a number, bool or string."""
+    v = json_scalar(v)
     if v is not None and not isinstance(v, (bool, int, float, str)):
         raise TypeError(f"benchmark value {v!r} is not a number, bool or string")
     return v
@@ -52,17 +48,14 @@ def write_table(results: Path, name: str, title: str, header: list[str], rows: l
               "rows": [[_plain(x) for x in r] for r in rows], "notes": notes,
               "values": {k: {"value": _plain(v), "unit": u} for k, (v, u) in values.items()},
               "provenance": provenance, "table_sha256": sha256_text(md)}
-    (results / f"{name}.json").write_text(json.dumps(record, indent=1, sort_keys=True, default=str) + "\n")
+    write_json(record, results / f"{name}.json")
     return results / f"{name}.md"
 
 
 def read_table(path: Path) -> dict:
     """A benchmark JSON, checked against its .md; one-line errors name the file and field."""
     path = Path(path)
-    try:
-        record = json.loads(path.read_text())
-    except (OSError, json.JSONDecodeError) as exc:
-        raise SpecproofError(f"{path}: not a readable benchmark record ({type(exc).__name__})") from None
+    record = read_json(path)
     for field in ("benchmark", "values", "table_sha256"):
         if field not in record:
             raise SpecproofError(f"{path}: field {field!r} is missing")

@@ -61,13 +61,11 @@ def acceptance_by_position(rounds: pd.DataFrame, k_max: int,
     a position that was asked for but not proposed counts as rejected: the right
     alpha for predicting what a drafter that may propose fewer than K tokens (n-gram
     lookup) commits per round. For a model drafter, which always proposes K, both agree."""
-    if requested is None:
-        r, asked = rounds[rounds["k"] > 0], None
-    else:
-        r, asked = rounds, requested
+    r = rounds[rounds["k"] > 0] if requested is None else rounds
+    asked = r["k"] if requested is None else requested
     out = np.full(k_max, np.nan)
     for i in range(1, k_max + 1):
-        at = (r["k"] >= i) if asked is None else (asked >= i)
+        at = asked >= i
         reached = (at & (r["accepted"] >= i - 1)).sum()
         if reached:
             out[i - 1] = (at & (r["accepted"] >= i)).sum() / reached

@@ -12,16 +12,7 @@ import math
 
 from .analysis import (StudyAnalysis, batch_invariance_summary, qualification_summary,
                        target_only_speed)
-
-
-def _clean(v):
-    if isinstance(v, float) and not math.isfinite(v):
-        return None
-    if hasattr(v, "item"):
-        v = v.item()
-        if isinstance(v, float) and not math.isfinite(v):
-            return None
-    return v
+from .records import json_scalar
 
 
 def study_numbers(a: StudyAnalysis, manifest_sha256: str | None) -> dict:
@@ -29,7 +20,7 @@ def study_numbers(a: StudyAnalysis, manifest_sha256: str | None) -> dict:
     out: dict[str, dict] = {}
 
     def put(key: str, value, unit: str, source: str) -> None:
-        out[f"{s}.{key}"] = {"value": _clean(value), "unit": unit, "source": source,
+        out[f"{s}.{key}"] = {"value": json_scalar(value), "unit": unit, "source": source,
                              "manifest_sha256": manifest_sha256}
 
     cpu = a.provenance["cpu"]

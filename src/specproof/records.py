@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 from pathlib import Path
 
 import pandas as pd
@@ -25,6 +26,16 @@ def read_parquet(path: Path) -> pd.DataFrame:
 
 def canonical_json(obj) -> str:
     return json.dumps(obj, sort_keys=True, separators=(",", ":"), default=_default)
+
+
+def json_scalar(v):
+    """A number for numbers.json and benchmark records: numpy scalars unwrapped,
+    non-finite floats as null."""
+    if hasattr(v, "item"):
+        v = v.item()
+    if isinstance(v, float) and not math.isfinite(v):
+        return None
+    return v
 
 
 def _default(o):
