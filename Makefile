@@ -4,10 +4,10 @@
 PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
-# Portable llama.cpp build: a native build segfaults on Xeons that advertise AMX
-# (ggml_backend_amx_mul_mat). Recorded in provenance via $(VENV)/llama_cpp_build.json.
-LLAMA_CMAKE_ARGS ?= -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_AVX512=ON
-LLAMA_VERSION    := 0.3.36
+# llama.cpp's CMake flags are chosen from this CPU by src/specproof/llama_build.py (a native
+# build segfaults on Xeons with AMX, a fixed AVX-512 build dies with SIGILL on AMD EPYC);
+# set LLAMA_CMAKE_ARGS to override (e.g. -DGGML_CUDA=ON). Recorded in $(VENV)/llama_cpp_build.json.
+LLAMA_CMAKE_ARGS ?=
 TORCH_VERSION    ?= 2.13.0
 CORES            ?= 1
 STUDY            ?= cpu-smollm2
@@ -16,15 +16,19 @@ export PATH := $(abspath $(BIN)):$(PATH)
 
 .PHONY: install test test-fast study paper audit bench lint clean-venv
 
+# Every `make install` re-checks the llama.cpp build against this CPU (a venv carried from
+# another machine is rebuilt) and smoke-tests it in a subprocess, so a crash is one line.
 install: $(VENV)/.installed
+	LLAMA_CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" $(BIN)/python -m specproof.llama_build install
+	$(BIN)/python -m specproof.llama_build smoke
 
 $(VENV)/.installed: pyproject.toml Makefile
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
 	# Pin torch first: an unpinned torch pulls a multi-GB CUDA build.
 	$(BIN)/python -m pip install -q "torch==$(TORCH_VERSION)"
-	LLAMA_CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" LLAMA_VERSION="$(LLAMA_VERSION)" \
-		$(BIN)/python .ci/install_llama_cpp.py
+	# llama-cpp-python before the package, so pip never builds it with its own (native) flags.
+	LLAMA_CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" PYTHONPATH=src $(BIN)/python -m specproof.llama_build install
 	$(BIN)/python -m pip install -q -e ".[pipeline,dev]"
 	touch $@
 

@@ -30,6 +30,8 @@ def _model_flags(p: argparse.ArgumentParser) -> None:
     g.add_argument("--n-batch", type=int, default=512)
     g.add_argument("--n-ubatch", type=int, default=512)
     g.add_argument("--threads", type=int, default=None)
+    g.add_argument("--n-gpu-layers", type=int, default=None,
+                   help="llama layers on the accelerator (-1 all, 0 none; default: all when the build has one)")
 
 
 def _specs(a) -> tuple[dict, dict | None]:
@@ -38,7 +40,7 @@ def _specs(a) -> tuple[dict, dict | None]:
         if backend == "hf":
             s.update(device=a.device, dtype=a.dtype)
         elif backend == "llama":
-            s.update(n_ctx=a.n_ctx, n_batch=a.n_batch, n_ubatch=a.n_ubatch)
+            s.update(n_ctx=a.n_ctx, n_batch=a.n_batch, n_ubatch=a.n_ubatch, n_gpu_layers=a.n_gpu_layers)
         elif backend == "mock":
             s = {"backend": "mock", "vocab_size": 256, "seed": 0}
         return s

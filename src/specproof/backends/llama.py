@@ -7,34 +7,39 @@ We decode with our own batch (every position's logits flagged) rather than
 """
 from __future__ import annotations
 
-import json
 import os
-import sys
 from pathlib import Path
 
 import numpy as np
 
 from ..errors import ConfigError, ModelFileError
+from ..llama_build import read_record, record_path
 from ..models import check_gguf, file_record
 from .base import Backend, BackendInfo
 
 
 def build_record() -> dict:
-    """llama.cpp system info and the CMake flags this venv's llama-cpp-python was built
-    with (written by .ci/install_llama_cpp.py), for provenance."""
+    """llama.cpp system info, whether the build can offload to an accelerator, and the
+    CMake flags (with the CPU features that chose them) this venv's llama-cpp-python was
+    built with (``specproof.llama_build``), for provenance."""
     import llama_cpp
-    rec = {"llama_cpp_python": llama_cpp.__version__,
-           "system_info": llama_cpp.llama_print_system_info().decode(errors="replace").strip()}
-    path = Path(sys.prefix) / "llama_cpp_build.json"
-    rec["build"] = json.loads(path.read_text()) if path.exists() else None
-    return rec
+    return {"llama_cpp_python": llama_cpp.__version__,
+            "system_info": llama_cpp.llama_print_system_info().decode(errors="replace").strip(),
+            "gpu_offload": bool(llama_cpp.llama_supports_gpu_offload()),
+            "build": read_record(record_path())}
+
+
+def default_gpu_layers() -> int:
+    """All layers on the accelerator when the build has one (CUDA, Metal, ...), else 0."""
+    import llama_cpp
+    return -1 if llama_cpp.llama_supports_gpu_offload() else 0
 
 
 class LlamaCppBackend(Backend):
     name = "llama"
 
     def __init__(self, path: Path, n_ctx: int = 2048, n_batch: int = 512, n_ubatch: int = 512,
-                 n_threads: int | None = None):
+                 n_threads: int | None = None, n_gpu_layers: int | None = None):
         super().__init__()
         from llama_cpp import Llama
 
@@ -45,12 +50,14 @@ class LlamaCppBackend(Backend):
             if int(val) < 1:
                 raise ConfigError(f"llama {key} must be >= 1 (got {val})")
         threads = int(n_threads or os.cpu_count() or 1)
+        gpu_layers = default_gpu_layers() if n_gpu_layers is None else int(n_gpu_layers)
         self.path = Path(path)
         self.settings = {"n_ctx": int(n_ctx), "n_batch": int(n_batch), "n_ubatch": int(n_ubatch),
-                         "n_threads": threads}
+                         "n_threads": threads, "n_gpu_layers": gpu_layers}
         try:
             self.llm = Llama(model_path=str(path), n_ctx=n_ctx, n_batch=n_batch, n_ubatch=n_ubatch,
-                             n_threads=threads, n_threads_batch=threads, logits_all=False,
+                             n_threads=threads, n_threads_batch=threads, n_gpu_layers=gpu_layers,
+                             logits_all=False,
                              swa_full=True, verbose=False)
         except (ValueError, RuntimeError) as exc:
             raise ModelFileError(f"{path}: llama.cpp could not load it: {exc}") from None
@@ -107,7 +114,7 @@ class LlamaCppBackend(Backend):
 
     def info(self) -> BackendInfo:
         return BackendInfo(backend="llama", model=self.path.name, vocab_size=self._vocab,
-                           device="cpu", dtype="gguf", files=file_record(self.path)["files"],
+                           device="cpu" if self.settings["n_gpu_layers"] == 0 else "accelerator", dtype="gguf", files=file_record(self.path)["files"],
                            settings=dict(self.settings))
 
     def close(self) -> None:
