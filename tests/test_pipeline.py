@@ -1,5 +1,6 @@
 """End to end: snakemake on a tiny study (mock pair + a SmolLM2 slice) builds the paper;
 freeze; rebuild from the manifest; audit passes, and fails on a tampered record."""
+import json
 import os
 import shutil
 import subprocess
@@ -13,8 +14,8 @@ BIN = Path(sys.executable).parent
 pytestmark = pytest.mark.models
 
 
-def snakemake(tmp, *targets, check=True):
-    cmd = [str(BIN / "snakemake"), "--cores", "2", "--configfile", "tests/data/config.yaml",
+def snakemake(tmp, *targets, check=True, configfile="tests/data/config.yaml"):
+    cmd = [str(BIN / "snakemake"), "--cores", "2", "--configfile", str(configfile),
            "--config", f"results_dir={tmp}/results", f"manifests_dir={tmp}/manifests",
            f"figures_dir={tmp}/figures", f"paper_dir={tmp}/paper", "--", *targets]
     env = dict(os.environ, PATH=f"{BIN}:{os.environ['PATH']}")
@@ -43,20 +44,34 @@ def test_end_to_end_paper_freeze_audit(tmp_path):
         assert (tmp / "results" / "tiny" / name).is_file()
     assert "Nothing to be done" in (snakemake(tmp, "all").stdout + snakemake(tmp, "all").stderr)
 
+    # the same records frozen under two machine labels stand in for two machines
     freeze = ("freeze", "tiny", "--results", f"{tmp}/results", "--manifests", f"{tmp}/manifests",
               "--studies-dir", "tests/data/studies")
-    specproof(*freeze)
-    again = specproof(*freeze, check=False)
+    specproof(*freeze, "--machine", "m1")
+    again = specproof(*freeze, "--machine", "m1", check=False)
     assert again.returncode == 2 and "already frozen" in again.stderr
-    shutil.rmtree(tmp / "results")  # the paper now comes from the manifest alone
-    snakemake(tmp, "all")
-    res = snakemake(tmp, "audit")
-    assert "audit: OK" in res.stdout + res.stderr
+    specproof(*freeze, "--machine", "m2")
+    drift = tmp / "drift.md"
+    specproof("drift", "tiny", "--results", f"{tmp}/results/tiny", "--manifests", f"{tmp}/manifests",
+              "--out", str(drift))
+    assert "tiny@m1" in drift.read_text()  # same CPU model: the first frozen machine of it
+    shutil.rmtree(tmp / "results")  # the paper now comes from the manifests alone
+    two = tmp / "two-machines.yaml"
+    two.write_text((ROOT / "tests/data/config.yaml").read_text().replace("studies: [tiny]",
+                                                                          "studies: [tiny@m1, tiny@m2]"))
+    snakemake(tmp, "all", configfile=two)
+    numbers = json.loads((tmp / "paper" / "build" / "numbers.json").read_text())
+    assert numbers["machines.tiny.sets"]["value"] == "tiny@m1,tiny@m2"
+    assert (tmp / "figures" / "machines" / "verify_cost_machines.png").is_file()
+    changed = [k for k in numbers if k.startswith("machines.tiny.") and k.endswith("changed")]
+    assert changed and not any(numbers[k]["value"] for k in changed)  # identical records: nothing changed
+    res = snakemake(tmp, "audit", configfile=two)
+    assert "audit: OK" in res.stdout + res.stderr and "cross-machine numbers" in res.stdout + res.stderr
 
-    runs = tmp / "manifests" / "tiny" / "runs.parquet"
+    runs = tmp / "manifests" / "tiny" / "m2" / "runs.parquet"
     data = bytearray(runs.read_bytes())
     data[len(data) // 2] ^= 0xFF
     runs.write_bytes(bytes(data))
-    bad = specproof("audit", "--studies", "tiny", "--manifests", f"{tmp}/manifests",
+    bad = specproof("audit", "--studies", "tiny@m1", "tiny@m2", "--manifests", f"{tmp}/manifests",
                     "--numbers", f"{tmp}/paper/build/numbers.json", check=False)
-    assert bad.returncode == 2 and "runs.parquet" in bad.stderr and "does not match" in bad.stderr
+    assert bad.returncode == 2 and "m2/runs.parquet" in bad.stderr and "does not match" in bad.stderr

@@ -201,6 +201,18 @@ def cmd_figures(a) -> int:
     return 0
 
 
+def cmd_machines_figure(a) -> int:
+    from pathlib import Path
+    from .figures import machines_verify_cost
+    from .records import read_parquet
+    if len(a.sets) != len(a.records):
+        raise SpecproofError("machines-figure: give one --records directory per --sets entry")
+    machines_verify_cost({s.partition("@")[2] or s: read_parquet(Path(r) / "micro.parquet")
+                          for s, r in zip(a.sets, a.records)}, Path(a.out))
+    print(f"{a.out}: written")
+    return 0
+
+
 def cmd_numbers(a) -> int:
     from pathlib import Path
     from .paper import build_numbers
@@ -213,7 +225,8 @@ def cmd_numbers(a) -> int:
 def cmd_paper(a) -> int:
     from pathlib import Path
     from .paper import compile_paper
-    compile_paper(Path(a.source), Path(a.out), numbers=Path(a.numbers), figures=Path(a.figures))
+    compile_paper(Path(a.source), Path(a.out), numbers=Path(a.numbers), figures=Path(a.figures),
+                  machine_figures=Path(a.machine_figures))
     print(f"{a.out}: written")
     return 0
 
@@ -224,7 +237,7 @@ def cmd_freeze(a) -> int:
     from .study import load_study
     _dirs(a)
     load_study(a.study)  # unknown study names fail here, with the known ones listed
-    path = freeze(a.study, Path(a.results) / a.study, Path(a.manifests), force=a.force)
+    path = freeze(a.study, Path(a.results) / a.study, Path(a.manifests), force=a.force, machine=a.machine)
     print(f"{path}: frozen")
     return 0
 
@@ -244,13 +257,7 @@ def cmd_audit(a) -> int:
 
 def cmd_drift(a) -> int:
     from pathlib import Path
-    from .manifests import drift, is_frozen
-    if not is_frozen(Path(a.manifests), a.study):
-        Path(a.out).write_text(f"# Drift report: {a.study}\n\nNo frozen manifest at "
-                               f"{Path(a.manifests) / a.study}; nothing to compare. Freeze this run "
-                               f"with `specproof freeze {a.study}`.\n")
-        print(f"{a.out}: written (no frozen study to compare)")
-        return 0
+    from .manifests import drift
     drift(a.study, Path(a.results), Path(a.manifests), Path(a.out))
     print(f"{a.out}: written")
     return 0
@@ -297,6 +304,12 @@ def build_parser() -> argparse.ArgumentParser:
     f.add_argument("--out", required=True)
     f.set_defaults(func=cmd_figures)
 
+    mf = sub.add_parser("machines-figure", help="draw the verify-cost curves of one study's machines")
+    mf.add_argument("--sets", nargs="+", required=True, help="record sets, <study>@<machine>")
+    mf.add_argument("--records", nargs="+", required=True, help="their record directories, in order")
+    mf.add_argument("--out", required=True)
+    mf.set_defaults(func=cmd_machines_figure)
+
     n = sub.add_parser("numbers", help="compute paper/build/numbers.json from study records")
     n.add_argument("--studies", nargs="+", required=True)
     n.add_argument("--head", required=True, help="the study the paper reports")
@@ -311,15 +324,19 @@ def build_parser() -> argparse.ArgumentParser:
     pp = sub.add_parser("paper", help="compile the Typst paper")
     pp.add_argument("--source", default="paper/paper.typ")
     pp.add_argument("--numbers", default="paper/build/numbers.json")
-    pp.add_argument("--figures", required=True, help="figures/<study>")
+    pp.add_argument("--figures", required=True, help="figures/<set>")
+    pp.add_argument("--machine-figures", default="figures/machines",
+                    help="the figure comparing machines (used when numbers.json compares two or more)")
     pp.add_argument("--out", default="paper/paper.pdf")
     pp.set_defaults(func=cmd_paper)
 
-    fr = sub.add_parser("freeze", help="copy a finished study into manifests/<study>/ with hashes")
+    fr = sub.add_parser("freeze", help="copy a finished study into manifests/<study>/<machine>/ with hashes")
     fr.add_argument("study")
+    fr.add_argument("--machine", help="label of this machine's record set (default: from the CPU model); "
+                                      "another label freezes beside the machines already frozen")
     fr.add_argument("--results", default="results")
     fr.add_argument("--manifests", default="manifests")
-    fr.add_argument("--force", action="store_true", help="replace a frozen study (keeps the old manifest)")
+    fr.add_argument("--force", action="store_true", help="replace this machine's frozen set (keeps the old manifest)")
     fr.add_argument("--studies-dir", help="where study configs live (default config/studies)")
     fr.set_defaults(func=cmd_freeze)
 

@@ -77,6 +77,24 @@ def verify_cost(a: StudyAnalysis, out: Path) -> None:
     _save(fig, out, "verify_cost")
 
 
+def machines_verify_cost(micro: dict, out: Path) -> None:
+    """One study frozen on several machines: each target's verify cost v(B)/v(1) vs B,
+    one panel per machine (the same targets in the same colours)."""
+    fig, axes = plt.subplots(1, len(micro), figsize=(3.2 * len(micro), 2.8), sharey=True, squeeze=False)
+    names = list(dict.fromkeys(n for m in micro.values() for n in m[m["role"] == "target"]["name"]))
+    colours = {n: plt.cm.tab10(i) for i, n in enumerate(names)}
+    for ax, (label, m) in zip(axes[0], micro.items()):
+        for name, g in m[m["role"] == "target"].groupby("name", sort=False):
+            g = g.sort_values("B")
+            ax.plot(g["B"], g["median_ms"] / g["median_ms"].iloc[0], marker=".", color=colours[name], label=name)
+        ax.set_title(label, fontsize=8)
+        ax.set_xlabel("positions per call, B", fontsize=7)
+        ax.tick_params(labelsize=7)
+    axes[0][0].set_ylabel("v(B) / v(1)", fontsize=7)
+    axes[0][-1].legend(fontsize=6)
+    _save(fig, out, "verify_cost_machines")
+
+
 def cost_decomposition(a: StudyAnalysis, out: Path) -> None:
     cc = a.config_costs
     fig, ax = plt.subplots(figsize=(7, 0.28 * len(cc) + 1.2))

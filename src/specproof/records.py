@@ -4,14 +4,34 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import os
+import tempfile
+from contextlib import contextmanager
 from pathlib import Path
 
 import pandas as pd
 
 
+@contextmanager
+def atomic_path(path: Path):
+    """A temporary path beside ``path`` to write to; renamed over ``path`` only when the
+    block finishes, so an interrupted write never leaves a half-written record."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    os.close(fd)
+    os.chmod(tmp, 0o644)  # mkstemp makes 0600; records are for every reader
+    try:
+        yield Path(tmp)
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+
+
 def write_parquet(df: pd.DataFrame, path: Path) -> None:
-    Path(path).parent.mkdir(parents=True, exist_ok=True)
-    df.to_parquet(path, index=False, compression="zstd")
+    with atomic_path(path) as tmp:
+        df.to_parquet(tmp, index=False, compression="zstd")
 
 
 def read_parquet(path: Path) -> pd.DataFrame:
@@ -50,8 +70,9 @@ def _default(o):
 
 
 def write_json(obj, path: Path) -> None:
-    Path(path).parent.mkdir(parents=True, exist_ok=True)
-    Path(path).write_text(json.dumps(obj, indent=1, sort_keys=True, default=_default) + "\n")
+    text = json.dumps(obj, indent=1, sort_keys=True, default=_default) + "\n"
+    with atomic_path(path) as tmp:
+        tmp.write_text(text)
 
 
 def read_json(path: Path):

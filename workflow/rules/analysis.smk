@@ -16,21 +16,45 @@ rule analyze:
 
 rule figures:
     input:
-        study_records,
+        set_records,
     output:
-        expand(f"{FIGURES}/{{{{study}}}}/{{name}}.{{ext}}", name=FIGURE_NAMES, ext=["pdf", "png"]),
+        [report(f"{FIGURES}/{{set}}/{name}.png", caption=f"../report/{name}.rst", category="Figures",
+                subcategory="{set}") for name in FIGURE_NAMES],
+        expand(f"{FIGURES}/{{{{set}}}}/{{name}}.pdf", name=FIGURE_NAMES),
     log:
-        f"{FIGURES}/{{study}}/figures.log",
+        f"{FIGURES}/{{set}}/figures.log",
     conda:
         ENV
     threads: 1
     resources:
         mem_mb=2000,
     params:
-        records=lambda w: records(w.study),
-        out=lambda w: f"{FIGURES}/{w.study}",
+        records=lambda w: records(w.set),
+        out=lambda w: f"{FIGURES}/{w.set}",
     shell:
         "specproof figures --records {params.records} --out {params.out} > {log} 2>&1"
+
+
+rule machines_figure:
+    input:
+        lambda w: [f"{records(s)}/micro.parquet" for s in head_machines()],
+    output:
+        f"{FIGURES}/machines/verify_cost_machines.pdf",
+        report(f"{FIGURES}/machines/verify_cost_machines.png", caption="../report/verify_cost_machines.rst",
+               category="Machines"),
+    log:
+        f"{FIGURES}/machines/figures.log",
+    conda:
+        ENV
+    threads: 1
+    resources:
+        mem_mb=2000,
+    params:
+        sets=head_machines(),
+        records=[records(s) for s in head_machines()],
+        out=f"{FIGURES}/machines",
+    shell:
+        "specproof machines-figure --sets {params.sets} --records {params.records} --out {params.out} > {log} 2>&1"
 
 
 rule numbers:

@@ -2,7 +2,7 @@ from pathlib import Path
 
 from snakemake.utils import validate
 from specproof.figures import NAMES as FIGURE_NAMES
-from specproof.manifests import DERIVED, RAW
+from specproof.manifests import DERIVED, RAW, is_frozen, set_dir, split_set
 
 validate(config, "../schemas/config.schema.yaml")
 
@@ -18,23 +18,30 @@ ENV = "../../environment.yml"
 
 wildcard_constraints:
     study=r"[A-Za-z0-9][A-Za-z0-9_.-]*",
+    set=r"[A-Za-z0-9][A-Za-z0-9_.-]*(@[A-Za-z0-9][A-Za-z0-9_-]*)?",
 
 
-def frozen(study):
-    return Path(MANIFESTS, study, "manifest.json").is_file()
+def records(set_id):
+    """A record set '<study>@<machine>' is read from its frozen manifest and never
+    recomputed implicitly; a bare '<study>' is this machine's results/<study>/."""
+    if is_frozen(MANIFESTS, set_id):
+        return str(set_dir(MANIFESTS, set_id))
+    return f"{RESULTS}/{split_set(set_id)[0]}"
 
 
-def records(study):
-    """A frozen study is read from its manifest and never recomputed implicitly."""
-    return f"{MANIFESTS}/{study}" if frozen(study) else f"{RESULTS}/{study}"
-
-
-def study_records(wildcards):
-    return [f"{records(wildcards.study)}/{f}" for f in RAW + DERIVED]
+def set_records(wildcards):
+    return [f"{records(wildcards.set)}/{f}" for f in RAW + DERIVED]
 
 
 def all_study_records(wildcards=None):
     return [f"{records(s)}/{f}" for s in config["studies"] for f in RAW + DERIVED]
+
+
+def head_machines():
+    """The frozen record sets of the head set's study that config.yaml lists (the paper's
+    machines section compares them)."""
+    study = split_set(head_study())[0]
+    return [s for s in config["studies"] if split_set(s)[0] == study and split_set(s)[1]]
 
 
 def benchmark_tables(wildcards=None):
@@ -44,7 +51,8 @@ def benchmark_tables(wildcards=None):
 
 
 def head_study():
-    return config.get("study", config["studies"][0])
+    """The record set the paper reports: the first one config.yaml lists."""
+    return config["studies"][0]
 
 
 def paper_pdf():

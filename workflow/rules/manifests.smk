@@ -36,6 +36,51 @@ rule drift:
         "--out {output} > {log} 2>&1"
 
 
+rule study_numbers:
+    input:
+        lambda w: [f"{RESULTS}/{w.study}/{f}" for f in RAW + DERIVED],
+    output:
+        f"{RESULTS}/{{study}}/report/numbers.json",
+    log:
+        f"{RESULTS}/{{study}}/logs/report_numbers.log",
+    conda:
+        ENV
+    threads: 1
+    resources:
+        mem_mb=2000,
+    params:
+        results=RESULTS,
+        manifests=MANIFESTS,
+    shell:
+        "specproof numbers --studies {wildcards.study} --head {wildcards.study} "
+        "--title 'specproof report: {wildcards.study}' --manifests {params.manifests} "
+        "--results {params.results} --benchmarks {params.results}/{wildcards.study}/report/no-benchmarks "
+        "--out {output} > {log} 2>&1"
+
+
+rule study_report:
+    input:
+        source="paper/paper.typ",
+        cited="paper/cited.yaml",
+        numbers=f"{RESULTS}/{{study}}/report/numbers.json",
+        figures=expand(f"{FIGURES}/{{{{study}}}}/{{name}}.png", name=FIGURE_NAMES),
+    output:
+        f"{RESULTS}/{{study}}/report.pdf",
+    log:
+        f"{RESULTS}/{{study}}/logs/report.log",
+    conda:
+        ENV
+    threads: 1
+    resources:
+        mem_mb=2000,
+    params:
+        figures=lambda w: f"{FIGURES}/{w.study}",
+    shell:
+        "specproof paper --source {input.source} --numbers {input.numbers} --figures {params.figures} "
+        "--out {output} > {log} 2>&1"
+
+
 rule study:
     input:
-        f"{RESULTS}/{config.get('study', config['studies'][0])}/drift.md",
+        f"{RESULTS}/{split_set(config.get('study', head_study()))[0]}/drift.md",
+        f"{RESULTS}/{split_set(config.get('study', head_study()))[0]}/report.pdf",

@@ -1,8 +1,10 @@
 rule paper:
     input:
         source="paper/paper.typ",
+        cited="paper/cited.yaml",
         numbers=f"{PAPER}/build/numbers.json",
-        figures=expand(f"{FIGURES}/{{study}}/{{name}}.png", study=head_study(), name=FIGURE_NAMES),
+        figures=expand(f"{FIGURES}/{{set}}/{{name}}.png", set=head_study(), name=FIGURE_NAMES),
+        machines=f"{FIGURES}/machines/verify_cost_machines.png" if len(head_machines()) > 1 else [],
     output:
         f"{PAPER}/paper.pdf",
     log:
@@ -14,6 +16,7 @@ rule paper:
         mem_mb=2000,
     params:
         figures=lambda w: f"{FIGURES}/{head_study()}",
+        machines=f"{FIGURES}/machines",
     shell:
         "specproof paper --source {input.source} --numbers {input.numbers} --figures {params.figures} "
-        "--out {output} > {log} 2>&1"
+        "--machine-figures {params.machines} --out {output} > {log} 2>&1"
