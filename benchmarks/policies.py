@@ -17,10 +17,10 @@ import argparse
 import statistics
 
 from common import CHAT_PROMPTS, CODE_PROMPTS, write_table
-from specproof.decoding import DecodeSettings, decode_speculative, decode_target_only
-from specproof.drafters import ModelDrafter
-from specproof.loader import load_backend
-from specproof.policies import make_policy
+from specproof.decode.decoding import DecodeSettings, decode_speculative, decode_target_only
+from specproof.decode.drafters import ModelDrafter
+from specproof.models.loader import load_backend
+from specproof.decode.policies import make_policy
 
 
 def speeds(target, draft, prompts, s, policies: dict, repeats: int) -> dict:

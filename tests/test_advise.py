@@ -1,10 +1,10 @@
 """advise: the cost-model prediction is assembled from measured parts (no timing asserted)."""
 import pytest
 
-from specproof.advise import advise
-from specproof.backends.mock import MockBackend
-from specproof.costs import expected_committed
-from specproof.drafters import ModelDrafter, NGramDrafter
+from specproof.evidence.advise import advise
+from specproof.models.mock import MockBackend
+from specproof.decode.costmodel import expected_committed
+from specproof.decode.drafters import ModelDrafter, NGramDrafter
 
 import numpy as np
 
@@ -33,7 +33,7 @@ def test_a_position_asked_for_but_not_proposed_counts_as_rejected():
     """An n-gram lookup without a match proposes nothing (k=0) or fewer than K tokens;
     per drafted position it looks perfect, per requested position it does not."""
     import pandas as pd
-    from specproof.costs import acceptance_by_position
+    from specproof.decode.costmodel import acceptance_by_position
     rounds = pd.DataFrame({"k": [0, 2, 4], "accepted": [0, 2, 4]})
     assert acceptance_by_position(rounds, 4).tolist() == [1.0, 1.0, 1.0, 1.0]
     asked = acceptance_by_position(rounds, 4, requested=pd.Series([4, 4, 4]))
@@ -48,7 +48,7 @@ def test_a_position_asked_for_but_not_proposed_counts_as_rejected():
 def test_expected_round_cost_follows_the_proposal_lengths():
     """A round costs min(K, d) draft steps and v(min(K, d) + 1): an n-gram lookup that
     proposes nothing costs one target step, a model drafter always K steps."""
-    from specproof.costs import expected_round_ms
+    from specproof.decode.costmodel import expected_round_ms
     verify = {1: 10.0, 2: 11.0, 3: 12.0, 4: 13.0, 5: 14.0}
     assert expected_round_ms(3, np.array([0, 0]), 2.0, verify, 0.5) == pytest.approx(10.5)
     assert expected_round_ms(3, np.array([4, 4]), 2.0, verify, 0.5) == pytest.approx(3 * 2 + 13 + 0.5)

@@ -4,9 +4,9 @@ import json
 
 import pytest
 
-from specproof.benchtables import bench_numbers, read_table, write_table
+from specproof.publish.benchtables import bench_numbers, read_table, write_table
 from specproof.errors import SpecproofError
-from specproof.numbers import compare
+from specproof.publish.numbers import compare
 
 PROV = {"cpu": {"model": "test cpu", "logical_cores": 2, "ram_gib": 1.0}, "os": {"system": "Linux", "release": "x"},
         "python": "3.11", "packages": {"torch": "t", "transformers": "tr", "llama-cpp-python": "l"},

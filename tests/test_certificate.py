@@ -2,8 +2,8 @@
 import numpy as np
 import pytest
 
-from specproof.certificate import (calibrate, detectable_tv, level1, level2, output_distribution,
-                                   uniformity)
+from specproof.evidence.calibration import calibrate, detectable_tv, level1, level2, output_distribution
+from specproof.evidence.pit import uniformity
 
 
 def test_level1_exact_and_draws():

@@ -3,11 +3,11 @@ verify mode; sampled runs are bit-reproducible from the seed; the trace adds up.
 import numpy as np
 import pytest
 
-from specproof.backends.mock import MockBackend
-from specproof.decoding import DecodeSettings, decode_speculative, decode_target_only
-from specproof.drafters import ModelDrafter, NGramDrafter
+from specproof.models.mock import MockBackend
+from specproof.decode.decoding import DecodeSettings, decode_speculative, decode_target_only
+from specproof.decode.drafters import ModelDrafter, NGramDrafter
 from specproof.errors import ConfigError
-from specproof.policies import make_policy
+from specproof.decode.policies import make_policy
 
 PROMPT = [1, 2, 3, 4, 5, 1, 2, 3]
 
@@ -119,7 +119,7 @@ def test_ngram_drafter_proposes_the_continuation_of_the_last_match():
 
 
 def _round(k, accepted, draft_ms, verify_ms, positions):
-    from specproof.policies import RoundObservation
+    from specproof.decode.policies import RoundObservation
     return RoundObservation(k, accepted, int(draft_ms * 1e6), int(verify_ms * 1e6), positions, 0)
 
 

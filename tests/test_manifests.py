@@ -5,7 +5,7 @@ import json
 import pytest
 
 from specproof.errors import SpecproofError
-from specproof.manifests import DERIVED, RAW, freeze, verify_hashes
+from specproof.publish.manifests import DERIVED, RAW, freeze, verify_hashes
 
 
 def fake_results(tmp_path, content="a"):

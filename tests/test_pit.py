@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 
 from conftest import random_dist
-from specproof.pit import pit_one, pit_rank_values, pit_values, rank_below
+from specproof.evidence.pit import pit_one, pit_rank_values, pit_values, rank_below
 
 
 def pit_cdf(p: np.ndarray, below: np.ndarray, s: float) -> float:

@@ -4,12 +4,12 @@ import pandas as pd
 import pytest
 import yaml
 
-from specproof.qualification import probe_batch_invariance, run_qualification
-from specproof.reference import check_seal, run_reference
-from specproof.records import write_json
-from specproof.study import load_study
+from specproof.evidence.qualification import probe_batch_invariance, run_qualification
+from specproof.evidence.reference import run_reference
+from specproof.records import check_seal, write_json
+from specproof.study.config import load_study
 from specproof.errors import SpecproofError
-from specproof.workloads import build_prompt_set
+from specproof.study.workloads import build_prompt_set
 
 
 def make_study(tmp_path, batch_variance):

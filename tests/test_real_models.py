@@ -2,10 +2,10 @@
 import numpy as np
 import pytest
 
-from specproof.decoding import DecodeSettings, decode_speculative, decode_target_only
-from specproof.drafters import ModelDrafter, NGramDrafter
-from specproof.loader import load_backend
-from specproof.policies import make_policy
+from specproof.decode.decoding import DecodeSettings, decode_speculative, decode_target_only
+from specproof.decode.drafters import ModelDrafter, NGramDrafter
+from specproof.models.loader import load_backend
+from specproof.decode.policies import make_policy
 
 pytestmark = pytest.mark.models
 
@@ -79,8 +79,8 @@ def test_hf_gguf_target_loads_from_its_converted_copy_with_identical_logits(hf_t
     """The saved conversion must be the GGUF loader's model, tensor for tensor: same
     logits, same tokenizer, same chat template."""
     import torch
-    from specproof.backends.hf import _load
-    from specproof.models import resolve
+    from specproof.models.hf import _load
+    from specproof.models.files import resolve
     gguf = resolve("embedded:smollm2-q4_1")
     assert hf_target.source != gguf and (hf_target.source / "model.safetensors").is_file()
     tok, model = _load(gguf.parent, torch.float32, gguf, gguf_file=gguf.name)

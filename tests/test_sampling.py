@@ -4,8 +4,8 @@ import pytest
 from scipy import stats
 
 from conftest import random_dist
-from specproof.certificate import output_distribution  # enumerates the step's branches
-from specproof.sampling import Sampler, acceptance_probability, sample_from, softmax
+from specproof.evidence.calibration import output_distribution  # enumerates the step's branches
+from specproof.decode.sampling import Sampler, acceptance_probability, sample_from, softmax
 
 
 CASES = [(5, None, None), (12, None, None), (12, 6, None), (12, None, 4), (12, 5, 5), (3, 1, None)]

@@ -5,8 +5,8 @@ import pytest
 import yaml
 
 from specproof.errors import ConfigError
-from specproof.prompts import load
-from specproof.study import STUDIES, load_study
+from specproof.study.prompts import load
+from specproof.study.config import STUDIES, load_study
 
 
 @pytest.mark.parametrize("name", ["cpu-smollm2", "apple-m-laptop", "cuda-gpu"])

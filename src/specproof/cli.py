@@ -54,10 +54,10 @@ def _specs(a) -> tuple[dict, dict | None]:
 
 
 def cmd_decode(a) -> int:
-    from .decoding import DecodeSettings, decode_speculative, decode_target_only
+    from .decode.decoding import DecodeSettings, decode_speculative, decode_target_only
     from .errors import ConfigError
-    from .loader import load_backend, load_drafter
-    from .policies import make_policy
+    from .models.loader import load_backend, load_drafter
+    from .decode.policies import make_policy
 
     settings = DecodeSettings(a.max_new_tokens, a.temperature, a.seed, a.verify_mode)
     settings.validate()
@@ -129,9 +129,9 @@ def cmd_decode(a) -> int:
 
 
 def cmd_advise(a) -> int:
-    from .advise import advise, realized_speedup
+    from .evidence.advise import advise, realized_speedup
     from .errors import ConfigError
-    from .loader import load_backend, load_drafter
+    from .models.loader import load_backend, load_drafter
     if a.k_max < 1:
         raise ConfigError(f"K must be >= 1 (got {a.k_max})")
     target_spec, draft_spec = _specs(a)
@@ -185,23 +185,24 @@ def _dirs(a) -> None:
 
 def cmd_stage(a) -> int:
     from pathlib import Path
-    from .stages import run_stage
+    from .analysis.analyze import stage_analyze
+    from .evidence.stages import STAGES, run_stage
     _dirs(a)
-    run_stage(a.name, a.study, Path(a.results))
+    run_stage(a.name, a.study, Path(a.results), {**STAGES, "analyze": stage_analyze})
     return 0
 
 
 def cmd_figures(a) -> int:
     from pathlib import Path
-    from .analysis import analyze
-    from .figures import make_all
+    from .analysis.analyze import analyze
+    from .publish.figures import make_all
     make_all(analyze(Path(a.records)), Path(a.records), Path(a.out))
     return 0
 
 
 def cmd_numbers(a) -> int:
     from pathlib import Path
-    from .paper import build_numbers
+    from .publish.paper import build_numbers
     config = {"studies": a.studies, "study": a.head, "paper": {"title": a.title}}
     n = build_numbers(config, Path(a.manifests), Path(a.results), Path(a.out), Path(a.benchmarks))
     print(f"{a.out}: {len(n)} numbers")
@@ -210,7 +211,7 @@ def cmd_numbers(a) -> int:
 
 def cmd_paper(a) -> int:
     from pathlib import Path
-    from .paper import compile_paper
+    from .publish.paper import compile_paper
     compile_paper(Path(a.source), Path(a.out), numbers=Path(a.numbers), figures=Path(a.figures))
     print(f"{a.out}: written")
     return 0
@@ -218,8 +219,8 @@ def cmd_paper(a) -> int:
 
 def cmd_freeze(a) -> int:
     from pathlib import Path
-    from .manifests import freeze
-    from .study import load_study
+    from .publish.manifests import freeze
+    from .study.config import load_study
     _dirs(a)
     load_study(a.study)  # unknown study names fail here, with the known ones listed
     path = freeze(a.study, Path(a.results) / a.study, Path(a.manifests), force=a.force)
@@ -229,10 +230,10 @@ def cmd_freeze(a) -> int:
 
 def cmd_audit(a) -> int:
     from pathlib import Path
-    from .manifests import audit
+    from .publish.manifests import audit
     studies = a.studies
     if not studies:
-        from .study import load_config
+        from .study.config import load_config
         studies = load_config(Path(a.config))["studies"]
     for line in audit(studies, Path(a.manifests), Path(a.numbers), Path(a.benchmarks)):
         print(f"audit: {line}")
@@ -242,7 +243,7 @@ def cmd_audit(a) -> int:
 
 def cmd_drift(a) -> int:
     from pathlib import Path
-    from .manifests import drift, is_frozen
+    from .publish.manifests import drift, is_frozen
     if not is_frozen(Path(a.manifests), a.study):
         Path(a.out).write_text(f"# Drift report: {a.study}\n\nNo frozen manifest at "
                                f"{Path(a.manifests) / a.study}; nothing to compare. Freeze this run "

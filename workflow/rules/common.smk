@@ -1,8 +1,8 @@
 from pathlib import Path
 
 from snakemake.utils import validate
-from specproof.figures import NAMES as FIGURE_NAMES
-from specproof.manifests import DERIVED, RAW
+from specproof.publish.figures import NAMES as FIGURE_NAMES
+from specproof.publish.manifests import DERIVED, RAW
 
 validate(config, "../schemas/config.schema.yaml")
 
