@@ -54,10 +54,10 @@ def opening_cost(runs) -> tuple[float, float]:
     that would have committed the same tokens, mean speculative rounds per run)."""
     extra = total = rounds = 0
     for r in runs:
-        steps = [row["round_ns"] for row in r.rounds if row["k"] == 0]
+        steps = [row.round_ns for row in r.rounds if row.k == 0]
         step = statistics.median(steps) if steps else 0
-        spec = [row for row in r.rounds if row["k"] > 0]
-        extra += sum(row["round_ns"] - row["committed"] * step for row in spec)
+        spec = [row for row in r.rounds if row.k > 0]
+        extra += sum(row.round_ns - row.committed * step for row in spec)
         total += r.decode_ns
         rounds += len(spec)
     return extra / total, rounds / len(runs)

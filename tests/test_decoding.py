@@ -33,7 +33,7 @@ def test_sampled_runs_bit_identical_for_one_seed(mock_pair, verify_mode):
     a = decode_speculative(target, ModelDrafter(draft, 1.0, seed=11), PROMPT, s, make_policy("fixed", 4))
     b = decode_speculative(target, ModelDrafter(draft, 1.0, seed=11), PROMPT, s, make_policy("fixed", 4))
     assert a.new_ids == b.new_ids
-    assert [r["drafted"] for r in a.rounds] == [r["drafted"] for r in b.rounds]
+    assert [r.drafted for r in a.rounds] == [r.drafted for r in b.rounds]
     c = decode_speculative(target, ModelDrafter(draft, 1.0, seed=12), PROMPT,
                            DecodeSettings(40, 1.0, 12, verify_mode), make_policy("fixed", 4))
     assert c.new_ids != a.new_ids

@@ -27,7 +27,7 @@ from .drafters import Drafter, Proposal
 from ..errors import ConfigError
 from .policies import FixedPolicy, Policy, RoundObservation
 from .sampling import Sampler
-from .trace import RunResult
+from .trace import RoundRecord, RunResult
 
 VERIFY_MODES = ("batched", "serialized")
 now = time.perf_counter_ns
@@ -113,20 +113,13 @@ def decode_target_only(target: Backend, prompt_ids: list[int],
         pending = sampler.sample(logits, rng)
         stop.emit([pending])
         t_end = now()
-        rounds.append(_round_row(len(rounds), [], 0, 1, 0, 1, 0, 0, tv1 - tv0, t_end - t_prev))
+        rounds.append(RoundRecord.timed(round=len(rounds), drafted=[], accepted=0, committed=1,
+                                        replay_tokens=0, verify_positions=1, draft_ns=0,
+                                        replay_ns=0, verify_ns=tv1 - tv0, round_ns=t_end - t_prev))
         t_prev = t_end
     return RunResult("target", list(prompt_ids), stop.new, target.decode(stop.new),
                      prefill_ns=t_start - t0, decode_ns=t_prev - t_start, rounds=rounds,
                      stop_reason=stop.reason)
-
-
-def _round_row(i, drafted, accepted, committed, replay_tokens, positions, draft_ns,
-               replay_ns, verify_ns, round_ns) -> dict:
-    return {"round": i, "k": len(drafted), "drafted": list(drafted), "accepted": accepted,
-            "committed": committed, "replay_tokens": replay_tokens,
-            "verify_positions": positions, "draft_ns": draft_ns, "replay_ns": replay_ns,
-            "verify_ns": verify_ns,
-            "residual_ns": round_ns - draft_ns - replay_ns - verify_ns, "round_ns": round_ns}
 
 
 def _verify_batched(target, pending, prop, sampler, rng):
@@ -186,24 +179,26 @@ def decode_speculative(target: Backend, drafter: Drafter, prompt_ids: list[int],
     target.synchronize()
     t_start = now()
     stop = _Stopper(settings, target.eos_ids)
-    committed = list(prompt_ids)
+    committed_ids = list(prompt_ids)
     rounds, t_prev = [], t_start
     while stop.remaining > 0:
         k = max(0, min(policy.next_k(), stop.remaining - 1))
         td0 = now()
-        prop = drafter.propose(committed, k) if k > 0 else Proposal([], None)
+        prop = drafter.propose(committed_ids, k) if k > 0 else Proposal([], None)
         draft_ns = now() - td0
-        accepted, final, verify_ns, positions = verify(target, committed[-1], prop, sampler, rng)
+        accepted, final, verify_ns, positions = verify(target, committed_ids[-1], prop, sampler, rng)
         kept = stop.emit(prop.tokens[:accepted] + [final])
-        committed.extend((prop.tokens[:accepted] + [final])[:kept])
-        target.rollback(min(target.length, len(committed) - 1))
-        replay_ns = drafter.commit(committed) if prop.tokens else 0
+        committed_ids.extend((prop.tokens[:accepted] + [final])[:kept])
+        target.rollback(min(target.length, len(committed_ids) - 1))
+        replay_ns = drafter.commit(committed_ids) if prop.tokens else 0
         t_end = now()
-        row = _round_row(len(rounds), prop.tokens, accepted, kept, prop.replay_tokens,
-                         positions, draft_ns, replay_ns, verify_ns, t_end - t_prev)
+        row = RoundRecord.timed(round=len(rounds), drafted=prop.tokens, accepted=accepted,
+                                committed=kept, replay_tokens=prop.replay_tokens,
+                                verify_positions=positions, draft_ns=draft_ns,
+                                replay_ns=replay_ns, verify_ns=verify_ns, round_ns=t_end - t_prev)
         rounds.append(row)
         policy.observe(RoundObservation(len(prop.tokens), accepted, draft_ns, verify_ns,
-                                        positions, row["residual_ns"]))
+                                        positions, row.residual_ns))
         t_prev = t_end
     return RunResult("speculative", list(prompt_ids), stop.new, target.decode(stop.new),
                      prefill_ns=t_start - t0, decode_ns=t_prev - t_start, rounds=rounds,

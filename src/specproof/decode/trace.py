@@ -13,13 +13,41 @@ accepted + 1 (the correction or bonus token), unless a stop rule cut the round.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 
 import pandas as pd
 
-ROUND_COLUMNS = ["round", "k", "drafted", "accepted", "committed", "replay_tokens",
-                 "verify_positions", "draft_ns", "replay_ns", "verify_ns", "residual_ns",
-                 "round_ns"]
+from .costmodel import acceptance_by_position
+
+
+@dataclass(frozen=True)
+class RoundRecord:
+    """One round (a target-only step is a round with k = 0); a row of rounds.parquet."""
+    round: int                  # index within the run
+    k: int                      # tokens the drafter proposed
+    drafted: list[int]          # their ids
+    accepted: int               # drafted tokens the target accepted
+    committed: int              # C: tokens the round kept (accepted + correction/bonus, cut by a stop rule)
+    replay_tokens: int          # committed tokens fed back to the draft in this round's proposal
+    verify_positions: int       # positions the target scored (B)
+    draft_ns: int               # D: drafting
+    replay_ns: int              # draft replay after the commit
+    verify_ns: int              # R: target calls, device-synchronized
+    residual_ns: int            # X: the rest of the round
+    round_ns: int               # wall time of the whole round
+
+    @classmethod
+    def timed(cls, *, round: int, drafted: list[int], accepted: int, committed: int,
+              replay_tokens: int, verify_positions: int, draft_ns: int, replay_ns: int,
+              verify_ns: int, round_ns: int) -> "RoundRecord":
+        """The record of a round whose wall time is ``round_ns``: X is what D, replay
+        and R leave of it."""
+        return cls(round, len(drafted), list(drafted), accepted, committed, replay_tokens,
+                   verify_positions, draft_ns, replay_ns, verify_ns,
+                   round_ns - draft_ns - replay_ns - verify_ns, round_ns)
+
+
+ROUND_COLUMNS = [f.name for f in fields(RoundRecord)]
 
 
 @dataclass
@@ -30,7 +58,7 @@ class RunResult:
     text: str
     prefill_ns: int
     decode_ns: int
-    rounds: list[dict] = field(default_factory=list)
+    rounds: list[RoundRecord] = field(default_factory=list)
     stop_reason: str = ""
 
     @property
@@ -42,7 +70,7 @@ class RunResult:
         return self.new_tokens / (self.decode_ns / 1e9) if self.decode_ns else float("nan")
 
     def rounds_frame(self) -> pd.DataFrame:
-        return pd.DataFrame(self.rounds, columns=ROUND_COLUMNS)
+        return pd.DataFrame([asdict(r) for r in self.rounds], columns=ROUND_COLUMNS)
 
     def trace_closure(self) -> float:
         """|sum(D + replay + R + X) - decode wall| / decode wall (0 by construction
