@@ -4,7 +4,8 @@ from snakemake.utils import validate
 from specproof.publish.figures import NAMES as FIGURE_NAMES
 from specproof.publish.manifests import DERIVED, RAW
 
-validate(config, "../schemas/config.schema.yaml")
+# the schemas ship inside the package (importlib.resources), so an installed specproof finds them
+validate(config, "../../src/specproof/study/schemas/config.schema.yaml")
 
 RESULTS = config.get("results_dir", "results")
 MANIFESTS = config.get("manifests_dir", "manifests")

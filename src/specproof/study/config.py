@@ -5,6 +5,7 @@ Every error names the file and the field, in one line.
 from __future__ import annotations
 
 import itertools
+from importlib import resources
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -13,8 +14,7 @@ import yaml
 from ..errors import ConfigError
 from ..records import sha256_file
 
-ROOT = Path(__file__).resolve().parents[3]
-SCHEMAS = ROOT / "workflow" / "schemas"
+ROOT = Path(__file__).resolve().parents[3]  # the checkout (prompt files named relative to it)
 STUDIES = ROOT / "config" / "studies"
 
 
@@ -26,7 +26,7 @@ def studies_dir() -> Path:
 
 def _validate(data: dict, schema_name: str, where: Path) -> None:
     import jsonschema
-    schema = yaml.safe_load((SCHEMAS / schema_name).read_text())
+    schema = yaml.safe_load(resources.files(__package__).joinpath("schemas", schema_name).read_text())
     validator = jsonschema.Draft202012Validator(schema)
     errors = sorted(validator.iter_errors(data), key=lambda e: list(e.absolute_path))
     if errors:
