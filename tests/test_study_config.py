@@ -71,3 +71,15 @@ def test_prompt_loader_accepts_both_formats_and_names_bad_lines(tmp_path):
     f.write_text('{"id": \n')
     with pytest.raises(ConfigError, match=r"p.jsonl:1: not valid JSON"):
         load(f)
+
+
+def test_prompt_sets_in_prompts_folder_load():
+    from specproof.study.prompts import CHAT_SET, PROMPTS_DIR, chat_prompts
+    chat = chat_prompts(16)
+    assert [r["id"] for r in chat] == [f"chat-{i:02d}" for i in range(16)]
+    assert all(r["format"] == "chat" and r["category"] == "chat" for r in chat)
+    assert chat_prompts(3) == load(CHAT_SET)[:3]
+    with pytest.raises(ConfigError, match="only 16 built-in chat instructions"):
+        chat_prompts(17)
+    example = load(PROMPTS_DIR / "spec-bench-example.jsonl")
+    assert [r["id"] for r in example] == ["1", "2", "3"] and example[0]["format"] == "chat"

