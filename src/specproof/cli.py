@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
 import sys
 
 from .errors import SpecproofError
@@ -54,10 +53,11 @@ def _specs(a) -> tuple[dict, dict | None]:
 
 
 def cmd_decode(a) -> int:
-    from .decode.decoding import DecodeSettings, decode_speculative, decode_target_only
+    from .decode.ab import ab_compare
+    from .decode.decoding import DecodeSettings
+    from .decode.policies import make_policy
     from .errors import ConfigError
     from .models.loader import load_backend, load_drafter
-    from .decode.policies import make_policy
 
     settings = DecodeSettings(a.max_new_tokens, a.temperature, a.seed, a.verify_mode)
     settings.validate()
@@ -73,46 +73,9 @@ def cmd_decode(a) -> int:
     prompt_ids = target.encode(text)
     if not prompt_ids:
         raise ConfigError("empty prompt: it tokenizes to no ids")
-    warm = DecodeSettings(4, a.temperature, a.seed, a.verify_mode)
-    decode_target_only(target, prompt_ids, warm)
-    if drafter:
-        decode_speculative(target, drafter, prompt_ids, warm, make_policy(a.policy, a.k))
-    base_runs, spec_runs = [], []
-    for rep in range(a.repeats):  # A/B interleaved so drift hits both paths
-        log(f"[{rep + 1}/{a.repeats}] target-only ...")
-        base_runs.append(decode_target_only(target, prompt_ids, settings))
-        if drafter:
-            log(f"[{rep + 1}/{a.repeats}] speculative K={a.k} {a.policy} {a.verify_mode} ...")
-            spec_runs.append(decode_speculative(target, drafter, prompt_ids, settings,
-                                                make_policy(a.policy, a.k)))
-    base = base_runs[-1]
-    base_tps = statistics.median(r.tokens_per_s for r in base_runs)
-    out = {
-        "target": target.label, "target_backend": target.name,
-        "draft": None, "k": a.k, "policy": a.policy, "verify_mode": a.verify_mode,
-        "temperature": a.temperature, "seed": a.seed, "prompt_tokens": len(prompt_ids),
-        "new_tokens": base.new_tokens, "target_tokens_per_s": base_tps, "text": base.text,
-    }
-    if drafter:
-        spec = spec_runs[-1]
-        spec_tps = statistics.median(r.tokens_per_s for r in spec_runs)
-        df = spec.rounds_frame()
-        total = df["round_ns"].sum()
-        out.update({
-            "draft": drafter.describe(),
-            "new_tokens": spec.new_tokens,
-            "ids_equal_target_only": all(r.new_ids == base.new_ids for r in spec_runs)
-            if settings.temperature == 0 else None,
-            "speculative_tokens_per_s": spec_tps,
-            "speedup": spec_tps / base_tps,
-            "mean_accepted": spec.mean_accepted(),
-            "acceptance_by_position": spec.acceptance_by_position(),
-            "rounds": len(df),
-            "time_share": {c: float(df[f"{c}_ns"].sum() / total)
-                           for c in ("draft", "replay", "verify", "residual")},
-            "trace_closure": spec.trace_closure(),
-            "text": spec.text,
-        })
+    out = ab_compare(target, drafter, prompt_ids, settings, lambda: make_policy(a.policy, a.k),
+                     a.repeats, {"k": a.k, "policy": a.policy}, log)
+    base_tps = out["target_tokens_per_s"]
     if a.json:
         print(json.dumps(out))
         return 0
@@ -243,11 +206,9 @@ def cmd_audit(a) -> int:
 
 def cmd_drift(a) -> int:
     from pathlib import Path
-    from .publish.manifests import drift, is_frozen
+    from .publish.manifests import drift, drift_unfrozen, is_frozen
     if not is_frozen(Path(a.manifests), a.study):
-        Path(a.out).write_text(f"# Drift report: {a.study}\n\nNo frozen manifest at "
-                               f"{Path(a.manifests) / a.study}; nothing to compare. Freeze this run "
-                               f"with `specproof freeze {a.study}`.\n")
+        drift_unfrozen(a.study, Path(a.manifests), Path(a.out))
         print(f"{a.out}: written (no frozen study to compare)")
         return 0
     drift(a.study, Path(a.results), Path(a.manifests), Path(a.out))

@@ -119,6 +119,13 @@ def _flatten(d, prefix=""):
 PROVENANCE_KEYS = ("cpu", "gpus", "os", "python", "packages", "llama_cpp", "torch", "git", "models")
 
 
+def drift_unfrozen(study: str, manifests: Path, out: Path) -> None:
+    """drift.md for a study with no frozen manifest: says so, and how to freeze it."""
+    Path(out).write_text(f"# Drift report: {study}\n\nNo frozen manifest at "
+                         f"{Path(manifests) / study}; nothing to compare. Freeze this run "
+                         f"with `specproof freeze {study}`.\n")
+
+
 def drift(study: str, results: Path, manifests: Path, out: Path) -> None:
     """drift.md: provenance differences and headline numbers, rerun vs frozen, with CIs."""
     from ..analysis.analyze import analyze
