@@ -14,6 +14,10 @@ Any ordering of the vocabulary fixed before x_t is drawn keeps the null exact. W
 report two: id order (the stated certificate) and probability-rank order (tokens sorted
 by p_t descending, ties by id), under which a temperature or residual error moves mass
 monotonically and is far easier to detect.
+
+``uniformity`` tests a set of u against U(0, 1) (KS and binned chi-square), for the
+calibration on the mock and the certificate alike; ``score_runs`` scores a study's
+sampled runs (the ``pit`` stage).
 """
 from __future__ import annotations
 
