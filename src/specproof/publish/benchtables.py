@@ -20,11 +20,19 @@ def _cell(x) -> str:
     return f"{x:.3g}" if isinstance(x, float) else str(x)
 
 
+def markdown_table(header: list[str], rows: list[list]) -> list[str]:
+    """A GitHub-flavoured markdown table (``DataFrame.to_markdown``, via tabulate), one
+    line per item; cells are formatted here (floats to 3 significant digits) and kept
+    as text."""
+    import pandas as pd
+    df = pd.DataFrame([[_cell(x) for x in r] for r in rows], columns=header, dtype=object)
+    return df.to_markdown(index=False, tablefmt="github", disable_numparse=True).splitlines()
+
+
 def render_markdown(title: str, command: str, machine: str, header: list[str], rows: list[list],
                     notes: list[str]) -> str:
-    lines = [f"# {title}", "", f"Command: `{command}`", "", f"Machine: {machine}", "",
-             "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    lines += ["| " + " | ".join(_cell(x) for x in r) + " |" for r in rows]
+    lines = [f"# {title}", "", f"Command: `{command}`", "", f"Machine: {machine}", ""]
+    lines += markdown_table(header, rows)
     lines += [""] + [f"- {n}" for n in notes]
     return "\n".join(lines) + "\n"
 

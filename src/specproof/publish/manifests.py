@@ -129,6 +129,7 @@ def drift_unfrozen(study: str, manifests: Path, out: Path) -> None:
 def drift(study: str, results: Path, manifests: Path, out: Path) -> None:
     """drift.md: provenance differences and headline numbers, rerun vs frozen, with CIs."""
     from ..analysis.analyze import analyze
+    from .benchtables import markdown_table
     new_dir, old_dir = Path(results), Path(manifests) / study
     new, old = analyze(new_dir), analyze(old_dir)
     pn = _flatten({k: new.provenance.get(k) for k in PROVENANCE_KEYS})
@@ -138,12 +139,12 @@ def drift(study: str, results: Path, manifests: Path, out: Path) -> None:
     diffs = [k for k in sorted(set(pn) | set(po)) if pn.get(k) != po.get(k)
              and not k.endswith(("captured_at", ".path"))]
     if diffs:
-        lines += ["| field | frozen | rerun |", "|---|---|---|"]
-        lines += [f"| {k} | {str(po.get(k))[:60]} | {str(pn.get(k))[:60]} |" for k in diffs]
+        lines += markdown_table(["field", "frozen", "rerun"],
+                                [[k, str(po.get(k))[:60], str(pn.get(k))[:60]] for k in diffs])
     else:
         lines.append("None.")
-    lines += ["", "## Headline numbers (geometric-mean speedup over prompts, 95% bootstrap CI)", "",
-              "| pair | config | frozen | rerun | overlap |", "|---|---|---|---|---|"]
+    lines += ["", "## Headline numbers (geometric-mean speedup over prompts, 95% bootstrap CI)", ""]
+    headline = []
     old_s = {(r["pair"], r["config"]): r for r in old.speedups if r["workload"] == "all"}
     for r in new.speedups:
         if r["workload"] != "all":
@@ -151,10 +152,11 @@ def drift(study: str, results: Path, manifests: Path, out: Path) -> None:
         o = old_s.get((r["pair"], r["config"]))
         fmt = lambda x: f"{x['gmean_speedup']:.2f} [{x['ci_low']:.2f}, {x['ci_high']:.2f}]"
         if o is None:
-            lines.append(f"| {r['pair']} | {r['config']} | — | {fmt(r)} | — |")
+            headline.append([r["pair"], r["config"], "—", fmt(r), "—"])
             continue
         overlap = not (r["ci_high"] < o["ci_low"] or o["ci_high"] < r["ci_low"])
-        lines.append(f"| {r['pair']} | {r['config']} | {fmt(o)} | {fmt(r)} | {'yes' if overlap else 'NO'} |")
+        headline.append([r["pair"], r["config"], fmt(o), fmt(r), "yes" if overlap else "NO"])
+    lines += markdown_table(["pair", "config", "frozen", "rerun", "overlap"], headline)
     lines += ["", "## Losslessness", "",
               f"- certificate KS p-value: frozen {old.certificate['ks_pvalue']:.3g}, rerun {new.certificate['ks_pvalue']:.3g}",
               f"- sealed predictions P: frozen {old.prediction['P_matched']}/{old.prediction['P_total']}, "
