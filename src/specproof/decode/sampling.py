@@ -3,7 +3,7 @@
 Why float64: the acceptance ratio p(x)/q(x), the residual max(0, p - q) and inverse-CDF
 sampling over vocabularies of up to 262,144 entries need a cumulative sum whose rounding
 error stays far below any probability we could resolve statistically. In float32 the
-cumsum over 2.6e5 terms drifts by ~1e-3 relative (tested in tests/test_sampling.py), enough
+cumsum over 2.6e5 terms drifts by ~1e-3 relative (tested in tests/decode/test_sampling.py), enough
 to bias rare tokens; float64 keeps it below 1e-10. Logits arrive as float32 from the
 backends and are promoted once, per position, here.
 
