@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 
 from specproof import benchtables
-from specproof.provenance import capture
+from specproof.evidence.provenance import capture
 
 RESULTS = Path(__file__).parent / "results"
 CODE_PROMPTS = [
@@ -60,7 +60,7 @@ def goal_note(rows: list[tuple[str, float, float, float]], goal: float) -> str:
 
 def write_table(name: str, title: str, header: list[str], rows: list[list], notes: list[str],
                 values: dict[str, tuple]) -> Path:
-    """results/<name>.md and .json (specproof.benchtables); ``values`` are the numbers
+    """results/<name>.md and .json (specproof.publish.benchtables); ``values`` are the numbers
     the paper cites, key -> (value, unit)."""
     command = " ".join(shlex.quote(a) for a in [sys.executable.split("/")[-1], *sys.argv])
     prov = capture(Path(__file__).resolve().parents[1])

@@ -20,12 +20,12 @@ import statistics
 import pandas as pd
 
 from common import CHAT_PROMPTS, CODE_PROMPTS, write_table
-from specproof.costs import acceptance_by_position, expected_committed
-from specproof.decoding import DecodeSettings, decode_speculative, decode_target_only
-from specproof.drafters import ModelDrafter
-from specproof.loader import load_backend
-from specproof.micro import time_forward
-from specproof.policies import FixedPolicy
+from specproof.decode.costmodel import acceptance_by_position, expected_committed
+from specproof.decode.decoding import DecodeSettings, decode_speculative, decode_target_only
+from specproof.decode.drafters import ModelDrafter
+from specproof.models.loader import load_backend
+from specproof.evidence.micro import time_forward
+from specproof.decode.policies import FixedPolicy
 
 
 def main() -> None:

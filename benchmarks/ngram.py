@@ -15,11 +15,11 @@ import numpy as np
 import torch
 
 from common import CHAT_PROMPTS, CODE_PROMPTS, goal_note, paired_times, ratio_summary, write_table
-from specproof.decoding import DecodeSettings, decode_speculative, decode_target_only
-from specproof.drafters import NGramDrafter
-from specproof.loader import load_backend
-from specproof.models import resolve
-from specproof.policies import FixedPolicy
+from specproof.decode.decoding import DecodeSettings, decode_speculative, decode_target_only
+from specproof.decode.drafters import NGramDrafter
+from specproof.models.loader import load_backend
+from specproof.models.files import resolve
+from specproof.decode.policies import FixedPolicy
 
 
 def until_eos(ids: list[int], eos: frozenset[int]) -> list[int]:

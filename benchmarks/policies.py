@@ -17,10 +17,10 @@ import argparse
 import statistics
 
 from common import CHAT_PROMPTS, CODE_PROMPTS, write_table
-from specproof.decoding import DecodeSettings, decode_speculative, decode_target_only
-from specproof.drafters import ModelDrafter
-from specproof.loader import load_backend
-from specproof.policies import make_policy
+from specproof.decode.decoding import DecodeSettings, decode_speculative, decode_target_only
+from specproof.decode.drafters import ModelDrafter
+from specproof.models.loader import load_backend
+from specproof.decode.policies import make_policy
 
 
 def speeds(target, draft, prompts, s, policies: dict, repeats: int) -> dict:
@@ -54,10 +54,10 @@ def opening_cost(runs) -> tuple[float, float]:
     that would have committed the same tokens, mean speculative rounds per run)."""
     extra = total = rounds = 0
     for r in runs:
-        steps = [row["round_ns"] for row in r.rounds if row["k"] == 0]
+        steps = [row.round_ns for row in r.rounds if row.k == 0]
         step = statistics.median(steps) if steps else 0
-        spec = [row for row in r.rounds if row["k"] > 0]
-        extra += sum(row["round_ns"] - row["committed"] * step for row in spec)
+        spec = [row for row in r.rounds if row.k > 0]
+        extra += sum(row.round_ns - row.committed * step for row in spec)
         total += r.decode_ns
         rounds += len(spec)
     return extra / total, rounds / len(runs)

@@ -15,8 +15,8 @@ import statistics
 import torch
 
 from common import CHAT_PROMPTS, CODE_PROMPTS, goal_note, paired_times, ratio_summary, write_table
-from specproof.decoding import DecodeSettings, decode_target_only
-from specproof.loader import load_backend
+from specproof.decode.decoding import DecodeSettings, decode_target_only
+from specproof.models.loader import load_backend
 
 
 def ours(backend, ids, n):

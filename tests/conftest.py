@@ -1,7 +1,7 @@
 import numpy as np
 import pytest
 
-from specproof.backends.mock import MockBackend
+from specproof.models.mock import MockBackend
 
 
 @pytest.fixture

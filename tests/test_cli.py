@@ -6,7 +6,7 @@ import sys
 import pytest
 
 from specproof.errors import ConfigError
-from specproof.loader import check_same_vocabulary, load_backend
+from specproof.models.loader import check_same_vocabulary, load_backend
 
 
 def run_cli(*args):

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
 import sys
 
 from .errors import SpecproofError
@@ -56,10 +55,11 @@ def _specs(a) -> tuple[dict, dict | None]:
 
 
 def cmd_decode(a) -> int:
-    from .decoding import DecodeSettings, decode_speculative, decode_target_only
+    from .decode.ab import ab_compare
+    from .decode.decoding import DecodeSettings
+    from .decode.policies import make_policy
     from .errors import ConfigError
-    from .loader import load_backend, load_drafter
-    from .policies import make_policy
+    from .models.loader import load_backend, load_drafter
 
     settings = DecodeSettings(a.max_new_tokens, a.temperature, a.seed, a.verify_mode)
     settings.validate()
@@ -75,46 +75,9 @@ def cmd_decode(a) -> int:
     prompt_ids = target.encode(text)
     if not prompt_ids:
         raise ConfigError("empty prompt: it tokenizes to no ids")
-    warm = DecodeSettings(4, a.temperature, a.seed, a.verify_mode)
-    decode_target_only(target, prompt_ids, warm)
-    if drafter:
-        decode_speculative(target, drafter, prompt_ids, warm, make_policy(a.policy, a.k))
-    base_runs, spec_runs = [], []
-    for rep in range(a.repeats):  # A/B interleaved so drift hits both paths
-        log(f"[{rep + 1}/{a.repeats}] target-only ...")
-        base_runs.append(decode_target_only(target, prompt_ids, settings))
-        if drafter:
-            log(f"[{rep + 1}/{a.repeats}] speculative K={a.k} {a.policy} {a.verify_mode} ...")
-            spec_runs.append(decode_speculative(target, drafter, prompt_ids, settings,
-                                                make_policy(a.policy, a.k)))
-    base = base_runs[-1]
-    base_tps = statistics.median(r.tokens_per_s for r in base_runs)
-    out = {
-        "target": target.label, "target_backend": target.name,
-        "draft": None, "k": a.k, "policy": a.policy, "verify_mode": a.verify_mode,
-        "temperature": a.temperature, "seed": a.seed, "prompt_tokens": len(prompt_ids),
-        "new_tokens": base.new_tokens, "target_tokens_per_s": base_tps, "text": base.text,
-    }
-    if drafter:
-        spec = spec_runs[-1]
-        spec_tps = statistics.median(r.tokens_per_s for r in spec_runs)
-        df = spec.rounds_frame()
-        total = df["round_ns"].sum()
-        out.update({
-            "draft": drafter.describe(),
-            "new_tokens": spec.new_tokens,
-            "ids_equal_target_only": all(r.new_ids == base.new_ids for r in spec_runs)
-            if settings.temperature == 0 else None,
-            "speculative_tokens_per_s": spec_tps,
-            "speedup": spec_tps / base_tps,
-            "mean_accepted": spec.mean_accepted(),
-            "acceptance_by_position": spec.acceptance_by_position(),
-            "rounds": len(df),
-            "time_share": {c: float(df[f"{c}_ns"].sum() / total)
-                           for c in ("draft", "replay", "verify", "residual")},
-            "trace_closure": spec.trace_closure(),
-            "text": spec.text,
-        })
+    out = ab_compare(target, drafter, prompt_ids, settings, lambda: make_policy(a.policy, a.k),
+                     a.repeats, {"k": a.k, "policy": a.policy}, log)
+    base_tps = out["target_tokens_per_s"]
     if a.json:
         print(json.dumps(out))
         return 0
@@ -131,9 +94,9 @@ def cmd_decode(a) -> int:
 
 
 def cmd_advise(a) -> int:
-    from .advise import advise, realized_speedup
+    from .evidence.advise import advise, realized_speedup
     from .errors import ConfigError
-    from .loader import load_backend, load_drafter
+    from .models.loader import load_backend, load_drafter
     if a.k_max < 1:
         raise ConfigError(f"K must be >= 1 (got {a.k_max})")
     target_spec, draft_spec = _specs(a)
@@ -187,23 +150,24 @@ def _dirs(a) -> None:
 
 def cmd_stage(a) -> int:
     from pathlib import Path
-    from .stages import run_stage
+    from .analysis.analyze import stage_analyze
+    from .evidence.stages import STAGES, run_stage
     _dirs(a)
-    run_stage(a.name, a.study, Path(a.results))
+    run_stage(a.name, a.study, Path(a.results), {**STAGES, "analyze": stage_analyze})
     return 0
 
 
 def cmd_figures(a) -> int:
     from pathlib import Path
-    from .analysis import analyze
-    from .figures import make_all
+    from .analysis.analyze import analyze
+    from .publish.figures import make_all
     make_all(analyze(Path(a.records)), Path(a.records), Path(a.out))
     return 0
 
 
 def cmd_machines_figure(a) -> int:
     from pathlib import Path
-    from .figures import machines_verify_cost
+    from .publish.figures import machines_verify_cost
     from .records import read_parquet
     if len(a.sets) != len(a.records):
         raise SpecproofError("machines-figure: give one --records directory per --sets entry")
@@ -215,7 +179,7 @@ def cmd_machines_figure(a) -> int:
 
 def cmd_numbers(a) -> int:
     from pathlib import Path
-    from .paper import build_numbers
+    from .publish.paper import build_numbers
     config = {"studies": a.studies, "study": a.head, "paper": {"title": a.title}}
     n = build_numbers(config, Path(a.manifests), Path(a.results), Path(a.out), Path(a.benchmarks))
     print(f"{a.out}: {len(n)} numbers")
@@ -224,7 +188,7 @@ def cmd_numbers(a) -> int:
 
 def cmd_paper(a) -> int:
     from pathlib import Path
-    from .paper import compile_paper
+    from .publish.paper import compile_paper
     compile_paper(Path(a.source), Path(a.out), numbers=Path(a.numbers), figures=Path(a.figures),
                   machine_figures=Path(a.machine_figures))
     print(f"{a.out}: written")
@@ -233,8 +197,8 @@ def cmd_paper(a) -> int:
 
 def cmd_freeze(a) -> int:
     from pathlib import Path
-    from .manifests import freeze
-    from .study import load_study
+    from .publish.manifests import freeze
+    from .study.config import load_study
     _dirs(a)
     load_study(a.study)  # unknown study names fail here, with the known ones listed
     path = freeze(a.study, Path(a.results) / a.study, Path(a.manifests), force=a.force, machine=a.machine)
@@ -244,10 +208,10 @@ def cmd_freeze(a) -> int:
 
 def cmd_audit(a) -> int:
     from pathlib import Path
-    from .manifests import audit
+    from .publish.manifests import audit
     studies = a.studies
     if not studies:
-        from .study import load_config
+        from .study.config import load_config
         studies = load_config(Path(a.config))["studies"]
     for line in audit(studies, Path(a.manifests), Path(a.numbers), Path(a.benchmarks)):
         print(f"audit: {line}")
@@ -257,7 +221,7 @@ def cmd_audit(a) -> int:
 
 def cmd_drift(a) -> int:
     from pathlib import Path
-    from .manifests import drift
+    from .publish.manifests import drift
     drift(a.study, Path(a.results), Path(a.manifests), Path(a.out))
     print(f"{a.out}: written")
     return 0

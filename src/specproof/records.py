@@ -1,4 +1,5 @@
-"""Reading and writing records: parquet tables and canonical JSON, with hashing."""
+"""Reading and writing records: parquet tables and canonical JSON, with hashing, and the
+seal on the target-only reference that every later stage checks (``check_seal``)."""
 from __future__ import annotations
 
 import hashlib
@@ -95,8 +96,27 @@ def seed_from(text: str) -> int:
 
 
 def sha256_file(path: Path) -> str:
-    h = hashlib.sha256()
+    """sha256 of a file's bytes (hex), streamed by ``hashlib.file_digest``."""
     with open(path, "rb") as fh:
-        while block := fh.read(1 << 20):
-            h.update(block)
-    return h.hexdigest()
+        return hashlib.file_digest(fh, "sha256").hexdigest()
+
+
+# ---------------------------------------------------------------- the reference seal
+
+def reference_ids_sha256(df: pd.DataFrame) -> str:
+    """sha256 of the canonical (target, prompt_id, ids) rows of a reference table."""
+    rows = sorted((r.target, r.prompt_id, [int(x) for x in r.ids]) for r in df.itertuples())
+    return sha256_text(canonical_json(rows))
+
+
+def check_seal(reference: Path, seal: Path) -> pd.DataFrame:
+    """The sealed reference, or an error naming the file whose content changed."""
+    from .errors import SpecproofError
+    sealed = read_json(seal)
+    df = read_parquet(reference)
+    actual = reference_ids_sha256(df)
+    if actual != sealed.get("ids_sha256"):
+        raise SpecproofError(f"{reference}: reference ids changed since they were sealed in {seal} "
+                             f"(ids_sha256 {actual[:12]} != sealed {str(sealed.get('ids_sha256'))[:12]}); "
+                             "refusing to run against a changed reference")
+    return df

@@ -1,10 +1,11 @@
 from pathlib import Path
 
 from snakemake.utils import validate
-from specproof.figures import NAMES as FIGURE_NAMES
-from specproof.manifests import DERIVED, RAW, is_frozen, set_dir, split_set
+from specproof.publish.figures import NAMES as FIGURE_NAMES
+from specproof.publish.manifests import DERIVED, RAW, is_frozen, set_dir, split_set
 
-validate(config, "../schemas/config.schema.yaml")
+# the schemas ship inside the package (importlib.resources), so an installed specproof finds them
+validate(config, "../../src/specproof/study/schemas/config.schema.yaml")
 
 RESULTS = config.get("results_dir", "results")
 MANIFESTS = config.get("manifests_dir", "manifests")

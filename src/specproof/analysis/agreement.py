@@ -1,0 +1,54 @@
+"""Agreement with the sealed reference: three endpoints that are never interchanged.
+
+H: decoded text equal to the reference's text.
+Q: token ids equal to the sealed reference ids.
+P: a sealed prediction equals the live ids (prediction.json; see ``evidence.qualification``).
+Counts are reported per path as matched/total; every mismatch keeps its first divergent
+index and the target's top-2 logit margin there (margins.parquet, from the
+``margins`` stage, which re-scores the reference on the target-only path:
+``evidence.reference.score_margins``).
+"""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from ..evidence.reference import first_divergence, reference_lookup
+
+
+def agreement_table(runs: pd.DataFrame, qualification: pd.DataFrame, reference: pd.DataFrame,
+                    margins: pd.DataFrame | None = None) -> pd.DataFrame:
+    """One row per greedy run (grid and qualification) with H, Q and divergence."""
+    ref = reference_lookup(reference)
+    rows = []
+    greedy = runs[runs["temperature"] == 0]
+    for r in greedy.itertuples():
+        rows.append(_row("grid", r.target, r.draft, r.path, r.config, r.verify_mode,
+                         r.prompt_id, r.workload, r.ids, r.text, ref, r.run_id))
+    for i, r in enumerate(qualification.itertuples()):
+        rows.append(_row("qualification", r.target, r.draft, "speculative", f"K{r.k}-qualification",
+                         r.verify_mode, r.prompt_id, r.workload, r.ids, None, ref, f"qual-{i}"))
+    df = pd.DataFrame(rows)
+    if margins is not None and not margins.empty:
+        df = df.merge(margins[["target", "prompt_id", "index", "top2_margin"]].rename(
+            columns={"index": "first_divergence"}), on=["target", "prompt_id", "first_divergence"],
+            how="left")
+    else:
+        df["top2_margin"] = np.nan
+    df.loc[df["Q"], "top2_margin"] = np.nan
+    return df.drop_duplicates(subset=["row_id"]).drop(columns=["row_id"])
+
+
+def _row(source, target, draft, path, config, mode, prompt_id, workload, ids, text, ref, row_id):
+    want = ref[(target, prompt_id)]
+    ids = [int(x) for x in ids]
+    return {"row_id": row_id, "source": source, "target": target, "draft": draft, "path": path,
+            "config": config, "verify_mode": mode, "prompt_id": prompt_id, "workload": workload,
+            "H": (text == want["text"]) if text is not None else ids == want["ids"],
+            "Q": ids == want["ids"], "first_divergence": first_divergence(ids, want["ids"])}
+
+
+def agreement_counts(table: pd.DataFrame) -> pd.DataFrame:
+    """matched / total of H and Q per (source, target, path, verify_mode)."""
+    g = table.groupby(["source", "target", "path", "verify_mode"], sort=True)
+    return g.agg(H_matched=("H", "sum"), Q_matched=("Q", "sum"), total=("Q", "size")).reset_index()

@@ -1,0 +1,107 @@
+"""Everything derived from a study's raw records, deterministically (seeded bootstrap),
+so the audit can recompute it from a frozen manifest without running a model.
+
+Raw records (written by model-running stages): reference.parquet (+ seal), runs.parquet,
+rounds.parquet, micro.parquet, pit.parquet, batch_invariance.parquet,
+qualification.parquet, margins.parquet, prediction.json, level1.json, level2.json,
+calibration.parquet, calibration.json, provenance.json, advise.parquet.
+Derived: agreement.parquet, costs.parquet, stats.json, certificate.json.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from .agreement import agreement_counts, agreement_table
+from .certificate import certificate
+from .costs import config_costs, run_costs
+from ..records import check_seal, read_json, read_parquet, write_json, write_parquet
+from .statistics import acceptance_stats, speedup_stats
+
+
+@dataclass
+class StudyAnalysis:
+    name: str
+    provenance: dict
+    runs: pd.DataFrame
+    agreement: pd.DataFrame
+    agreement_counts: pd.DataFrame
+    costs: pd.DataFrame
+    config_costs: pd.DataFrame
+    speedups: list[dict]
+    acceptance: list[dict]
+    certificate: dict
+    calibration: dict
+    level1: dict
+    level2: dict
+    batch_invariance: pd.DataFrame
+    qualification: pd.DataFrame
+    prediction: dict
+    micro: pd.DataFrame
+    advise: pd.DataFrame | None
+
+
+def analyze(d: Path) -> StudyAnalysis:
+    d = Path(d)
+    reference = check_seal(d / "reference.parquet", d / "reference.seal.json")
+    prov = read_json(d / "provenance.json")
+    seed = int(prov["study"]["config"]["settings"]["seed"])
+    runs, rounds = read_parquet(d / "runs.parquet"), read_parquet(d / "rounds.parquet")
+    micro, qual = read_parquet(d / "micro.parquet"), read_parquet(d / "qualification.parquet")
+    margins = read_parquet(d / "margins.parquet") if (d / "margins.parquet").exists() else None
+    agree = agreement_table(runs, qual, reference, margins)
+    costs = run_costs(runs, rounds)
+    cal = read_json(d / "calibration.json")
+    alpha = float(prov["study"]["config"].get("certificate", {}).get("alpha", 0.05))
+    return StudyAnalysis(
+        name=prov["study"]["name"], provenance=prov, runs=runs, agreement=agree,
+        agreement_counts=agreement_counts(agree), costs=costs,
+        config_costs=config_costs(costs, rounds, micro),
+        speedups=speedup_stats(costs, seed), acceptance=acceptance_stats(costs, rounds, seed),
+        certificate=certificate(read_parquet(d / "pit.parquet"), cal, seed, alpha),
+        calibration=cal, level1=read_json(d / "level1.json"), level2=read_json(d / "level2.json"),
+        batch_invariance=read_parquet(d / "batch_invariance.parquet"), qualification=qual,
+        prediction=read_json(d / "prediction.json"), micro=micro,
+        advise=read_parquet(d / "advise.parquet") if (d / "advise.parquet").exists() else None)
+
+
+def write_derived(a: StudyAnalysis, out: Path) -> None:
+    out = Path(out)
+    write_parquet(a.agreement, out / "agreement.parquet")
+    write_parquet(a.costs, out / "costs.parquet")
+    write_json({"speedup": a.speedups, "acceptance": a.acceptance,
+                "config_costs": a.config_costs.to_dict(orient="records")}, out / "stats.json")
+    write_json(a.certificate, out / "certificate.json")
+
+
+def qualification_summary(qual: pd.DataFrame) -> pd.DataFrame:
+    g = qual.groupby(["target", "verify_mode"])
+    s = g.agg(matched=("ids_equal", "sum"), total=("ids_equal", "size")).reset_index()
+    s["qualifies"] = s["matched"] == s["total"]
+    return s
+
+
+def batch_invariance_summary(bi: pd.DataFrame) -> pd.DataFrame:
+    return bi.groupby(["target", "backend"], dropna=False).agg(
+        n_ubatch=("n_ubatch", "first"), prompts=("prompt_id", "size"),
+        max_abs_dlogit=("max_abs_dlogit", "max"), max_tv=("max_tv", "max"),
+        argmax_flips=("argmax_flips", "sum"), positions=("positions", "sum")).reset_index()
+
+
+def target_only_speed(runs: pd.DataFrame) -> pd.DataFrame:
+    a = runs[(runs["path"] == "target") & (runs["temperature"] == 0)]
+    return a.groupby("target")["tokens_per_s"].median().rename("tokens_per_s").reset_index()
+
+
+def finite(x) -> float | None:
+    x = float(x)
+    return x if np.isfinite(x) else None
+
+
+def stage_analyze(study, d: Path) -> None:
+    """The ``analyze`` stage (``specproof stage analyze``): one study's derived tables from
+    its raw records; loads no model."""
+    write_derived(analyze(d), d)

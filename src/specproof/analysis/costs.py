@@ -1,0 +1,99 @@
+"""The complete-cost identity and its counterfactuals.
+
+For one speculative run with C committed tokens (accepted + correction/bonus tokens)
+and decode time split into D_real (drafting, including draft replay), R_target
+(target verification) and X (residual: sampling, bookkeeping, synchronization), with
+t_T the target-only cost per token measured in the same block (ms/token):
+
+    S = C / (D_real/t_T + R_target/t_T + X/t_T)
+
+equals the measured wall-clock speedup tokens/s(spec) / tokens/s(target-only); the
+difference is reported as ``identity_residual``. Counterfactuals:
+    S_no_residual = C / ((D_real + R_target) / t_T)        (X = 0)
+    S_no_draft    = C / ((R_target + X) / t_T)             (D_real = 0: could it ever pay?)
+Cost model (per configuration, from micro-benchmarks and acceptance by position;
+E[C|K] and alpha_i live in ``decode.costmodel``):
+    S_model = t_T * E[C|K] / (K * c_draft + v(K + 1))
+"""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from ..decode.costmodel import acceptance_by_position, expected_committed
+
+
+def baselines(runs: pd.DataFrame) -> pd.DataFrame:
+    """Per (pair, prompt, rep, temperature) block: mean target-only tokens/s of the
+    bracketing A runs."""
+    a = runs[runs["path"] == "target"]
+    return (a.groupby(["pair", "prompt_id", "rep", "temperature"])["tokens_per_s"].mean()
+            .rename("baseline_tokens_per_s").reset_index())
+
+
+def run_costs(runs: pd.DataFrame, rounds: pd.DataFrame) -> pd.DataFrame:
+    spec = runs[runs["path"] == "speculative"].merge(
+        baselines(runs), on=["pair", "prompt_id", "rep", "temperature"], how="left")
+    agg = rounds.groupby("run_id").agg(
+        C=("committed", "sum"), draft_ns=("draft_ns", "sum"), replay_ns=("replay_ns", "sum"),
+        verify_ns=("verify_ns", "sum"), residual_ns=("residual_ns", "sum"),
+        rounds=("round", "size"), drafted=("k", "sum"), accepted=("accepted", "sum")).reset_index()
+    df = spec.merge(agg, on="run_id", how="left")
+    t_target_ns = 1e9 / df["baseline_tokens_per_s"]
+    d = (df["draft_ns"] + df["replay_ns"]) / t_target_ns
+    r = df["verify_ns"] / t_target_ns
+    x = df["residual_ns"] / t_target_ns
+    out = df[["run_id", "pair", "target", "draft", "workload", "prompt_id", "rep", "config", "k",
+              "policy", "verify_mode", "temperature", "C", "rounds", "drafted", "accepted"]].copy()
+    out["t_target_ms"] = t_target_ns / 1e6
+    out["D_real"], out["R_target"], out["X"] = d, r, x
+    out["S_identity"] = df["C"] / (d + r + x)
+    out["S_measured"] = df["tokens_per_s"] / df["baseline_tokens_per_s"]
+    out["identity_residual"] = out["S_identity"] - out["S_measured"]
+    out["S_no_residual"] = df["C"] / (d + r)
+    out["S_no_draft"] = df["C"] / (r + x)
+    return out
+
+
+def model_speedup(alpha: np.ndarray, k: int, draft_ms: float, verify_ms: dict[int, float],
+                  target_ms: float) -> float:
+    """S_model = t_T * E[C|K] / (K c_draft + v(K+1)); NaN if v(K+1) was not measured."""
+    v = verify_ms.get(k + 1)
+    if v is None:
+        return float("nan")
+    return target_ms * expected_committed(alpha, k) / (k * draft_ms + v)
+
+
+def config_costs(costs: pd.DataFrame, rounds: pd.DataFrame, micro: pd.DataFrame) -> pd.DataFrame:
+    """Per (pair, config): pooled acceptance, mean cost terms, the measured speedup
+    (ratio of total tokens to total time) and the cost model's ideal."""
+    rows = []
+    for (pair, config), g in costs.groupby(["pair", "config"], sort=False):
+        rr = rounds[rounds["run_id"].isin(g["run_id"])]
+        k = int(g["k"].iloc[0])
+        alpha = acceptance_by_position(rr, k)
+        tgt = g["target"].iloc[0]
+        vm = micro[(micro["role"] == "target") & (micro["name"] == tgt)]
+        verify_ms = dict(zip(vm["B"].astype(int), vm["median_ms"]))
+        dm = micro[(micro["role"] == "draft") & (micro["name"] == g["draft"].iloc[0])]
+        drafted = rr["k"].sum()
+        draft_ms = float(dm["median_ms"].iloc[0]) if len(dm) else \
+            float(rr["draft_ns"].sum() / max(drafted, 1) / 1e6)
+        target_ms = verify_ms.get(1, float(g["t_target_ms"].median()))
+        total_c = g["C"].sum()
+        rows.append({"pair": pair, "config": config, "target": tgt, "draft": g["draft"].iloc[0],
+                     "k": k, "policy": g["policy"].iloc[0], "temperature": float(g["temperature"].iloc[0]),
+                     "runs": len(g), "mean_accepted": float(rr["accepted"].sum() / max((rr["k"] > 0).sum(), 1)),
+                     "alpha": alpha.tolist(),
+                     "D_real": float(g["D_real"].sum() / total_c), "R_target": float(g["R_target"].sum() / total_c),
+                     "X": float(g["X"].sum() / total_c),
+                     "S_measured": float(total_c / (g["D_real"] + g["R_target"] + g["X"]).sum()),
+                     "S_no_residual": float(total_c / (g["D_real"] + g["R_target"]).sum()),
+                     "S_no_draft": float(total_c / (g["R_target"] + g["X"]).sum()),
+                     "max_identity_residual": float(g["identity_residual"].abs().max()),
+                     "draft_ms": draft_ms, "target_ms": target_ms,
+                     "S_model": model_speedup(alpha, k, draft_ms, verify_ms, target_ms)
+                     if g["policy"].iloc[0] == "fixed" else float("nan")})
+    out = pd.DataFrame(rows)
+    out["realized_over_model"] = out["S_measured"] / out["S_model"]
+    return out

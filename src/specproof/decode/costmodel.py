@@ -1,0 +1,47 @@
+"""The cost model a policy or the advisor predicts with (Leviathan et al. 2023, sec. 3.1).
+
+    alpha_i = P(position i accepted | positions < i accepted)       (acceptance by position)
+    E[C|K]  = 1 + sum_{j=1..K} prod_{i<=j} alpha_i                  (tokens committed per round)
+    E[T|K]  = mean_r (d_r c_draft + v(d_r + 1)) + x                  (expected round cost, ms)
+
+It lives in ``decode`` because policies choose K with it at run time; the analysis
+(``analysis.costs``) uses the same functions on a study's records.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+
+def acceptance_by_position(rounds: pd.DataFrame, k_max: int,
+                           requested: pd.Series | None = None) -> np.ndarray:
+    """alpha_i = P(position i accepted | positions < i accepted), pooled rounds.
+
+    By default a round reaches position i only if the drafter proposed i tokens.
+    With ``requested`` (tokens asked of the drafter per round, aligned with ``rounds``)
+    a position that was asked for but not proposed counts as rejected: the right
+    alpha for predicting what a drafter that may propose fewer than K tokens (n-gram
+    lookup) commits per round. For a model drafter, which always proposes K, both agree."""
+    r = rounds[rounds["k"] > 0] if requested is None else rounds
+    asked = r["k"] if requested is None else requested
+    out = np.full(k_max, np.nan)
+    for i in range(1, k_max + 1):
+        at = asked >= i
+        reached = (at & (r["accepted"] >= i - 1)).sum()
+        if reached:
+            out[i - 1] = (at & (r["accepted"] >= i)).sum() / reached
+    return out
+
+
+def expected_committed(alpha: np.ndarray, k: int) -> float:
+    a = np.nan_to_num(alpha[:k], nan=0.0)
+    return 1.0 + float(np.cumprod(a).sum())
+
+
+def expected_round_ms(k: int, lengths: np.ndarray, draft_ms: float, verify_ms: dict[int, float],
+                      residual_ms: float) -> float:
+    """E[T|K] = mean_r (d_r c_draft + v(d_r + 1)) + x with d_r = min(K, length_r), the
+    tokens a drafter whose proposals had ``lengths`` when asked for K_max proposes at K
+    (ms). A model drafter always proposes K: K c_draft + v(K + 1) + x."""
+    d = np.minimum(k, np.asarray(lengths))
+    return float(np.mean(d * draft_ms + np.array([verify_ms[int(b) + 1] for b in d]))) + residual_ms

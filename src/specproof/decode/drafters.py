@@ -1,0 +1,140 @@
+"""Drafters: propose up to K tokens and their draft distributions q.
+
+One narrow interface (as in transformers' candidate generators): ``propose`` and
+``commit``. A model drafter runs any backend; the n-gram drafter (prompt lookup)
+needs no model and proposes deterministically (q one-hot, returned as None).
+"""
+from __future__ import annotations
+
+import time
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+
+import numpy as np
+
+from .backend import Backend
+from .sampling import softmax, sample_from
+
+
+@dataclass
+class Proposal:
+    tokens: list[int]
+    q: list[np.ndarray] | None  # per drafted token, the draft distribution; None = one-hot
+    replay_tokens: int = 0      # committed tokens fed back to the draft in this proposal
+
+
+class Drafter(ABC):
+    name = "drafter"
+
+    def start(self, context: list[int]) -> None:
+        """Called once per run, after the target prefill, with the prompt ids."""
+
+    @abstractmethod
+    def propose(self, context: list[int], k: int) -> Proposal:
+        """Draft up to k tokens continuing ``context`` (all committed ids so far)."""
+
+    def commit(self, context: list[int]) -> int:
+        """The round committed; ``context`` is every committed id. Returns the ns spent
+        rolling back the draft's state (part of draft replay)."""
+        return 0
+
+    def describe(self) -> dict:
+        return {"drafter": self.name}
+
+
+class ModelDrafter(Drafter):
+    """Autoregressive drafting with a small model on any backend.
+
+    Cache invariant: the draft backend holds a prefix of the committed ids. At
+    ``propose`` the ids it lacks (normally only the last committed token; after a
+    bonus token also the last drafted one; after a target-only stretch of the guard
+    policy, more) are fed in the same call as the first draft step, because one call
+    of n tokens costs far less than n calls. ``replay_tokens`` counts the extra ones.
+    Greedy drafts argmax q; sampled drafts x ~ q = softmax(l/T) with the draft rng.
+    """
+
+    name = "model"
+
+    def __init__(self, backend: Backend, temperature: float = 0.0, seed: int = 0):
+        self.backend = backend
+        self.temperature = float(temperature)
+        self.rng = np.random.Generator(np.random.PCG64(np.random.SeedSequence([seed, 2])))
+        self._pushed: list[int] = []  # what the draft cache holds
+        self._agreed = 0  # _pushed[:_agreed] is known to equal the committed prefix
+
+    def start(self, context: list[int]) -> None:
+        self.backend.reset()
+        self._pushed, self._agreed = [], 0
+        if len(context) > 1:  # prefill all but the last prompt token, like the target
+            self.backend.forward(context[:-1], last_only=True)
+            self._pushed = list(context[:-1])
+            self._agreed = len(self._pushed)
+
+    def _draw(self, logits: np.ndarray) -> tuple[int, np.ndarray | None]:
+        if self.temperature <= 0.0:
+            return int(np.argmax(logits)), None
+        q = softmax(logits, self.temperature)
+        return sample_from(q, self.rng.random()), q
+
+    def propose(self, context: list[int], k: int) -> Proposal:
+        missing = context[len(self._pushed):]
+        replay = len(missing) - 1
+        tokens: list[int] = []
+        qs: list[np.ndarray] = []
+        feed = missing
+        for _ in range(k):
+            logits = self.backend.forward(feed, last_only=True)[0]
+            self._pushed.extend(feed)
+            tok, q = self._draw(logits)
+            tokens.append(tok)
+            if q is not None:
+                qs.append(q)
+            feed = [tok]
+        return Proposal(tokens, qs if self.temperature > 0 else None, max(replay, 0))
+
+    def commit(self, context: list[int]) -> int:
+        t0 = time.perf_counter_ns()
+        # committed ids never change, so only the tail pushed since the last commit is compared
+        keep = self._agreed
+        limit = min(len(self._pushed), len(context) - 1)  # never cache the pending token
+        while keep < limit and self._pushed[keep] == context[keep]:
+            keep += 1
+        self.backend.rollback(keep)
+        del self._pushed[keep:]
+        self._agreed = keep
+        return time.perf_counter_ns() - t0
+
+    def describe(self) -> dict:
+        return {"drafter": self.name, "backend": self.backend.name, "model": self.backend.label}
+
+
+class NGramDrafter(Drafter):
+    """Prompt lookup (Saxena 2023): find the most recent earlier occurrence of the
+    context's last n tokens (n from ``max_ngram`` down to ``min_ngram``) and propose
+    the k tokens that followed it. Deterministic: q is one-hot."""
+
+    name = "ngram"
+
+    def __init__(self, max_ngram: int = 3, min_ngram: int = 1):
+        if not 1 <= min_ngram <= max_ngram:
+            raise ValueError("n-gram drafter needs 1 <= min_ngram <= max_ngram")
+        self.max_ngram, self.min_ngram = max_ngram, min_ngram
+
+    def propose(self, context: list[int], k: int) -> Proposal:
+        if k <= 0:
+            return Proposal([], None)
+        arr = np.asarray(context, dtype=np.int64)
+        n_ctx = len(arr)
+        for n in range(min(self.max_ngram, n_ctx - 1), self.min_ngram - 1, -1):
+            tail = arr[n_ctx - n:]
+            windows = np.lib.stride_tricks.sliding_window_view(arr[:n_ctx - 1], n)
+            hits = np.flatnonzero((windows == tail).all(axis=1))
+            if hits.size:
+                start = int(hits[-1]) + n
+                cont = arr[start:start + k].tolist()
+                if cont:
+                    return Proposal(cont, None)
+        return Proposal([], None)
+
+    def describe(self) -> dict:
+        return {"drafter": self.name, "max_ngram": self.max_ngram, "min_ngram": self.min_ngram}

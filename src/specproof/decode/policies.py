@@ -1,0 +1,309 @@
+"""Speculation-length policies: how many tokens to draft in the next round (0 = a
+target-only step).
+
+Cost model (per round, ms): T(K) = K * c_draft + v(K + 1) + x, with c_draft the draft
+cost per drafted token, v(B) the target's cost to verify B positions in one round and
+x the residual (sampling, bookkeeping). Expected committed tokens per round, with
+alpha_i the acceptance probability at draft position i given positions < i accepted:
+
+    E[C | K] = 1 + sum_{j=1..K} prod_{i=1..j} alpha_i      (the +1 is the correction/bonus)
+
+Expected throughput: E[C | K] / T(K) tokens/ms; target-only throughput 1 / t_target.
+"""
+from __future__ import annotations
+
+import statistics
+from abc import ABC, abstractmethod
+from collections import deque
+from dataclasses import dataclass
+
+import numpy as np
+
+from .costmodel import expected_committed
+
+
+@dataclass
+class RoundObservation:
+    k: int                 # tokens drafted (0 for a target-only step)
+    accepted: int          # drafted tokens accepted
+    draft_ns: int
+    verify_ns: int         # target time for this round
+    verify_positions: int  # B: positions the target scored
+    residual_ns: int
+
+
+class Policy(ABC):
+    name = "policy"
+
+    @abstractmethod
+    def next_k(self) -> int: ...
+
+    def observe_prefill(self, positions: int, ns: int) -> None:
+        """The target's prefill: one call over ``positions`` prompt positions, ``ns`` long."""
+
+    def observe(self, obs: RoundObservation) -> None:
+        """Learn from a finished round."""
+
+    def describe(self) -> dict:
+        return {"policy": self.name}
+
+
+class FixedPolicy(Policy):
+    name = "fixed"
+
+    def __init__(self, k: int):
+        self.k = int(k)
+
+    def next_k(self) -> int:
+        return self.k
+
+    def describe(self) -> dict:
+        return {"policy": self.name, "k": self.k}
+
+
+class CostModel:
+    """Online estimates of alpha_i, c_draft, v(B), x and t_target: v(B) is the median of
+    the last ``window`` rounds that verified B positions (this machine's timings have
+    one-off spikes of 2x, which an average carries for many rounds), the rest are
+    exponential moving averages with weight ``ema``; alpha_i is shrunk towards the pooled
+    acceptance rate, whose prior is Beta(prior_accept, prior_reject) (see ``alpha``)."""
+
+    def __init__(self, k_max: int, ema: float = 0.2, prior_accept: float = 4.0,
+                 prior_reject: float = 1.0, window: int = 5, shrink: float = 2.0):
+        self.k_max = k_max
+        self.ema = ema
+        self.window = window
+        self._verify_obs: dict[int, deque] = {}
+        self._verify_median: dict[int, float] = {}  # per B, of _verify_obs[B]
+        self.reached = np.zeros(k_max + 1)
+        self.accepted = np.zeros(k_max + 1)
+        self.prior = (prior_accept, prior_reject)
+        self.shrink = shrink
+        self.draft_ns_per_token: float | None = None
+        self.residual_ns: float = 0.0
+        self.target_step_ns: float | None = None
+        self._median_costs: np.ndarray | None = None  # T(K) from medians, until the next round
+
+    def _avg(self, old: float | None, new: float) -> float:
+        return new if old is None else (1 - self.ema) * old + self.ema * new
+
+    def update(self, obs: RoundObservation) -> None:
+        self._median_costs = None
+        b = obs.verify_positions
+        if b > 0:
+            window = self._verify_obs.setdefault(b, deque(maxlen=self.window))
+            window.append(obs.verify_ns)
+            self._verify_median[b] = statistics.median(window)
+        if obs.k == 0:
+            self.target_step_ns = self._avg(self.target_step_ns, obs.verify_ns + obs.residual_ns)
+            return
+        self.residual_ns = self._avg(self.residual_ns or None, obs.residual_ns)
+        self.draft_ns_per_token = self._avg(self.draft_ns_per_token, obs.draft_ns / obs.k)
+        reached = min(obs.k, obs.accepted + 1)
+        self.reached[1:reached + 1] += 1
+        self.accepted[1:obs.accepted + 1] += 1
+
+    def alpha(self) -> np.ndarray:
+        """alpha_i = (accepted_i + m abar) / (reached_i + m): each position shrunk towards
+        the pooled rate abar = (sum accepted + a) / (sum reached + a + b), so a position
+        seen once (one rejection at depth 5 in a long first round) does not pin K low for
+        the rest of the run; positions never reached get abar."""
+        a, b = self.prior
+        pooled = (self.accepted[1:].sum() + a) / (self.reached[1:].sum() + a + b)
+        return (self.accepted[1:] + self.shrink * pooled) / (self.reached[1:] + self.shrink)
+
+    def round_costs(self, fastest: bool = False) -> np.ndarray | None:
+        """T(K) = K c_draft + v(K+1) + x (ns) for K = 1..k_max; None until both a draft
+        and a verify cost are measured. v(B) is the recent median at a measured B
+        (``fastest``: the fastest recent round), else the least-squares line through
+        the measured B (slope >= 0, flat through one point), never below the cheapest."""
+        if not self._verify_obs or self.draft_ns_per_token is None:
+            return None
+        if not fastest and self._median_costs is not None:
+            return self._median_costs
+        points = {b: min(v) for b, v in self._verify_obs.items()} if fastest else self._verify_median
+        bs = np.fromiter(points, dtype=float)
+        vs = np.fromiter(points.values(), dtype=float)
+        slope = 0.0
+        if bs.size > 1:
+            db = bs - bs.mean()
+            slope = max(float((db * (vs - vs.mean())).sum() / (db * db).sum()), 0.0)
+        icpt = vs.mean() - slope * bs.mean()
+        ks = np.arange(1, self.k_max + 1)
+        v = np.array([points.get(k + 1, max(icpt + slope * (k + 1), vs.min())) for k in ks])
+        costs = ks * self.draft_ns_per_token + v + self.residual_ns
+        if not fastest:
+            self._median_costs = costs
+        return costs
+
+    def best_k(self) -> tuple[int, float | None]:
+        """argmax_K E[C|K] / T(K) over 1..k_max, with its throughput (tokens/ns)."""
+        costs = self.round_costs()
+        if costs is None:
+            return self.k_max, None
+        alpha = self.alpha()
+        rates = [expected_committed(alpha, k) / costs[k - 1] for k in range(1, self.k_max + 1)]
+        best = int(np.argmax(rates))
+        return best + 1, float(rates[best])
+
+    def predicted_speedup(self) -> float | None:
+        """S = rate(K*) * t_target: > 1 means speculation is predicted to pay off."""
+        _, rate = self.best_k()
+        if rate is None or self.target_step_ns is None:
+            return None
+        return rate * self.target_step_ns
+
+    def speedup_ceiling(self) -> float | None:
+        """max_K (K + 1) t_target / T(K): the speedup if every drafted token were
+        accepted. Below 1, no acceptance rate can make speculation pay on this pair
+        (the verify cost grows too fast with B, or drafting costs too much). T(K) uses
+        the fastest recent round per B: a timing spike only slows a round, so this errs
+        towards speculating rather than switching a good pair off on one slow call."""
+        costs = self.round_costs(fastest=True)
+        if costs is None or self.target_step_ns is None:
+            return None
+        return float(((np.arange(1, self.k_max + 1) + 1) * self.target_step_ns / costs).max())
+
+
+class AdaptivePolicy(Policy):
+    """Choose K* = argmax_K E[C|K] / T(K) after every round; every ``explore_every``
+    rounds try K* +/- 1 so v(B) is measured around the optimum. ``make_policy`` starts
+    at K_max: one long first round observes acceptance at every position it reaches,
+    where a short start never sees the deep positions that decide whether long rounds pay."""
+
+    name = "adaptive"
+
+    def __init__(self, k_max: int = 8, k_start: int = 4, explore_every: int = 8):
+        self.model = CostModel(k_max)
+        self.k = min(k_start, k_max)
+        self.explore_every = explore_every
+        self.rounds = 0
+
+    def next_k(self) -> int:
+        return self.k
+
+    def observe(self, obs: RoundObservation) -> None:
+        self.model.update(obs)
+        k_best, rate = self.model.best_k()
+        if obs.k == 0:  # a target-only step: new v(1) and t_target, no exploration
+            if rate is not None:
+                self.k = k_best
+            return
+        self.rounds += 1
+        if self.explore_every and self.rounds % self.explore_every == 0:
+            step = 1 if (self.rounds // self.explore_every) % 2 else -1
+            k_best = int(np.clip(k_best + step, 1, self.model.k_max))
+        self.k = k_best
+
+    def describe(self) -> dict:
+        return {"policy": self.name, "k_max": self.model.k_max}
+
+
+class GuardPolicy(Policy):
+    """Never much slower than target-only.
+
+    The run opens with one K = 1 probe (the cheapest speculation: one draft step,
+    v(2)) and one target-only step (t_target). If the ceiling
+    max_K (K+1) t_target / T(K) (every draft accepted) is at least 1, the adaptive
+    policy runs (from its K_start) while its predicted speedup S = rate(K*) t_target
+    is >= 1; when S < 1 it takes target-only steps and probes again after
+    ``probe_interval`` tokens, doubling the interval after every failed probe (up to
+    ``max_interval``).
+
+    If the ceiling is below 1, speculation cannot pay on this pair and stays off for
+    the rest of the run, once the verdict is confirmed: a timing spike in the one
+    v(2) also reads as a ceiling below 1, so a second probe is taken (the ceiling uses
+    the fastest v(2)) unless the prefill already showed serial verification, i.e. its
+    cost per position over at least ``min_prefill`` positions was at least
+    ``serial_ratio`` t_target (batching bought less than 1/serial_ratio x, as on a
+    llama.cpp target with n_ubatch=1). A spike cannot fake that in both calls."""
+
+    name = "guard"
+
+    def __init__(self, k_max: int = 8, k_start: int = 8, max_probes: int = 2,
+                 probe_interval: int = 16, max_interval: int = 256,
+                 serial_ratio: float = 0.5, min_prefill: int = 8):
+        self.inner = AdaptivePolicy(k_max=k_max, k_start=k_start)
+        self.opening = [1, 0]  # K of the rounds before the verdict
+        self.probes_left = max_probes - 1
+        self.serial_ratio, self.min_prefill = serial_ratio, min_prefill
+        self.prefill_ns_per_position: float | None = None
+        self.base_interval = probe_interval
+        self.interval = probe_interval
+        self.max_interval = max_interval
+        self.target_steps_left = 0
+        self.disabled = False
+
+    @property
+    def model(self) -> CostModel:
+        return self.inner.model
+
+    def next_k(self) -> int:
+        if self.disabled:
+            return 0
+        if self.opening:
+            return self.opening[0]
+        return 0 if self.target_steps_left > 0 else self.inner.next_k()
+
+    def observe_prefill(self, positions: int, ns: int) -> None:
+        if positions >= self.min_prefill:
+            self.prefill_ns_per_position = ns / positions
+
+    def _prefill_was_serial(self) -> bool:
+        t = self.model.target_step_ns
+        return (self.prefill_ns_per_position is not None and t is not None
+                and self.prefill_ns_per_position >= self.serial_ratio * t)
+
+    def _ceiling_below_one(self) -> bool:
+        ceiling = self.model.speedup_ceiling()
+        return ceiling is not None and ceiling < 1.0
+
+    def _verdict(self) -> None:
+        """After the opening: speculate, switch off, or probe once more to confirm."""
+        if not self._ceiling_below_one():
+            return
+        if self.probes_left > 0 and not self._prefill_was_serial():
+            self.probes_left -= 1
+            self.opening = [1]
+        else:
+            self.disabled = True
+
+    def observe(self, obs: RoundObservation) -> None:
+        if self.disabled:
+            return
+        if self.opening:  # measure only: the inner policy keeps its K_start
+            self.model.update(obs)
+            self.opening.pop(0)
+            if not self.opening:
+                self._verdict()
+            return
+        self.inner.observe(obs)
+        if obs.k == 0:
+            self.target_steps_left = max(self.target_steps_left - 1, 0)
+            self.disabled = self._ceiling_below_one()
+            return
+        s = self.model.predicted_speedup()
+        if s is not None and s < 1.0:
+            self.target_steps_left = self.interval
+            self.interval = min(2 * self.interval, self.max_interval)
+        else:
+            self.interval = self.base_interval
+
+    def describe(self) -> dict:
+        return {"policy": self.name, "k_max": self.model.k_max,
+                "probe_interval": self.base_interval}
+
+
+def make_policy(name: str, k: int) -> Policy:
+    """``fixed`` uses K; ``adaptive`` and ``guard`` search 1..K."""
+    if k < 1:
+        from ..errors import ConfigError
+        raise ConfigError(f"K must be >= 1 (got {k})")
+    if name == "fixed":
+        return FixedPolicy(k)
+    if name == "adaptive":
+        return AdaptivePolicy(k_max=k, k_start=k)
+    if name == "guard":
+        return GuardPolicy(k_max=k, k_start=k)
+    from ..errors import ConfigError
+    raise ConfigError(f"unknown policy {name!r}: choose fixed, adaptive or guard")

@@ -1,0 +1,225 @@
+"""The certificate's model-side evidence, on models whose p is known exactly.
+
+Level 1 (synthetic p, q): the acceptance step's output law, enumerated exactly, and
+50,000 seeded draws against p (chi-square).
+Level 2 (mock model, p known exactly): PIT of sampled speculative tokens under the
+exact p, tested for uniformity.
+Calibration: null p-values over seeded repetitions on the mock (uniform if the test is
+valid), the rejection rate of planted violations (a sampler that skips the residual
+resample; sampling at T = 1.05), and the power curve that gives the detectable TV.
+Level 3 (real models) is scored in ``pit`` and tested in ``analysis.certificate``.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+from scipy import stats
+
+from ..decode.decoding import DecodeSettings, decode_speculative
+from ..decode.drafters import ModelDrafter
+from ..decode.policies import FixedPolicy
+from ..decode.sampling import (Sampler, acceptance_probability, residual_distribution, sample_from,
+                               softmax)
+from ..models.mock import MockBackend
+from .pit import pit_rank_values, pit_values, uniformity
+
+
+# ---------------------------------------------------------------- level 1
+
+def output_distribution(p: np.ndarray, q: np.ndarray) -> np.ndarray:
+    """Exact law of the accept/reject step: P(y) = q(y) a(y) + sum_x q(x)(1 - a(x)) r(y),
+    a(x) = min(1, p(x)/q(x)), r = norm(max(0, p - q))."""
+    out = np.zeros_like(p)
+    r = residual_distribution(p, q)
+    for x in np.flatnonzero(q):
+        a = acceptance_probability(p, q, int(x))
+        out[x] += q[x] * a
+        out += q[x] * (1.0 - a) * r
+    return out
+
+
+def _random_dist(rng, v, support=None):
+    p = rng.gamma(0.5, size=v)
+    if support is not None:
+        p[rng.permutation(v)[support:]] = 0.0
+    return p / p.sum()
+
+
+def level1(seed: int, draws: int = 50_000) -> dict:
+    rng = np.random.default_rng(seed)
+    cases = [(8, None, None), (8, 4, None), (8, None, 3), (16, 6, 6)]
+    out = []
+    for v, ps, qs in cases:
+        p, q = _random_dist(rng, v, ps), _random_dist(rng, v, qs)
+        exact_err = float(np.abs(output_distribution(p, q) - p).max())
+        sampler, draw_rng = Sampler(1.0), np.random.default_rng(seed + v)
+        logits = np.log(np.where(p > 0, p, 1e-300))
+        counts = np.zeros(v)
+        for _ in range(draws):
+            x = sample_from(q, draw_rng.random())
+            counts[sampler.verify_token(logits, x, q, draw_rng)[1]] += 1
+        sup = p > 1e-12
+        chi = stats.chisquare(counts[sup], draws * p[sup] / p[sup].sum())
+        out.append({"vocab": v, "p_support": ps or v, "q_support": qs or v,
+                    "exact_max_abs_error": exact_err, "draws": draws,
+                    "chi2_pvalue": float(chi.pvalue), "mass_outside_support": float(counts[~sup].sum())})
+    return {"cases": out, "max_exact_error": max(c["exact_max_abs_error"] for c in out),
+            "min_chi2_pvalue": min(c["chi2_pvalue"] for c in out)}
+
+
+# ---------------------------------------------------------------- level 2, calibration
+
+MOCK = dict(vocab_size=32, seed=5, scale=2.5)
+
+
+def mock_pair(seed: int) -> tuple[MockBackend, MockBackend]:
+    return (MockBackend(**{**MOCK, "seed": seed}),
+            MockBackend(**{**MOCK, "seed": seed}, noise=1.2))
+
+
+class SkipResidualSampler(Sampler):
+    """A planted violation: on rejection, draw from p instead of norm(max(0, p - q))."""
+
+    def verify_token(self, logits, drafted, q, rng):
+        p = softmax(logits, self.temperature)
+        if rng.random() < acceptance_probability(p, q, drafted):
+            return True, drafted
+        return False, sample_from(p, rng.random())
+
+
+def mock_pit(target: MockBackend, prompt: list[int], tokens: list[int], temperature: float,
+             rng: np.random.Generator, draft: MockBackend | None = None) -> np.ndarray:
+    """PIT under the mock target's exact p along the emitted sequence; columns: id
+    order, rank order (p descending) and, with the draft, ratio order (q/p descending:
+    the direction in which skipping the residual resample moves mass)."""
+    ctx = list(prompt)
+    rows, qrows = [], []
+    for x in tokens:
+        rows.append(softmax(target.logits_for(ctx), temperature))
+        if draft is not None:
+            qrows.append(softmax(draft.logits_for(ctx), temperature))
+        ctx.append(int(x))
+    probs, toks, v = np.array(rows), np.array(tokens), rng.random(len(tokens))
+    cols = [pit_values(probs, toks, v), pit_rank_values(probs, toks, v)]
+    if draft is not None:
+        ratio = np.array(qrows) / np.clip(probs, 1e-300, None)
+        cols.append(pit_rank_values(probs, toks, v, key=ratio))
+    return np.stack(cols, axis=1)
+
+
+def _spec_tokens(target, draft, n_tokens, temperature, seed, sampler_cls=Sampler,
+                 decode_temperature=None):
+    """Sampled speculative tokens (K = 4) from the mock pair over several prompts, the
+    accept/reject step done by ``sampler_cls(decode_temperature)`` (a planted violation
+    or the real ``Sampler``) and scored at ``temperature``."""
+    decode_temperature = temperature if decode_temperature is None else decode_temperature
+    rng = np.random.default_rng(seed)
+    us, done, i = [], 0, 0
+    while done < n_tokens:
+        prompt = rng.integers(0, target.vocab_size, size=6).tolist()
+        n = min(64, n_tokens - done)
+        s = DecodeSettings(n, decode_temperature, seed * 1000 + i, stop_at_eos=False)
+        r = decode_speculative(target, ModelDrafter(draft, decode_temperature, seed * 1000 + i),
+                               prompt, s, FixedPolicy(4), sampler=sampler_cls(decode_temperature))
+        us.append(mock_pit(target, prompt, r.new_ids, temperature, rng, draft))
+        done += r.new_tokens
+        i += 1
+    return np.concatenate(us)
+
+
+def level2(seed: int, n_tokens: int = 4000) -> dict:
+    target, draft = mock_pair(seed)
+    u = _spec_tokens(target, draft, n_tokens, 1.0, seed)
+    return {"model": "mock", **MOCK, "draft_noise": 1.2, "k": 4, "temperature": 1.0,
+            **uniformity(u[:, 0]), "rank_order": uniformity(u[:, 1]), "ratio_order": uniformity(u[:, 2])}
+
+
+def _temperature_power(n_tokens: int, deltas, reps: int, alpha: float, seed: int,
+                       order: str) -> list[dict]:
+    """Power of the KS-PIT test against sampling at T(1 + delta) instead of T = 1, at
+    n_tokens i.i.d. mock positions; TV is the mean per-token total variation."""
+    rng = np.random.default_rng(seed)
+    v = MOCK["vocab_size"]
+    out = []
+    for delta in deltas:
+        rejections, tvs = 0, []
+        for _ in range(reps):
+            logits = MOCK["scale"] * rng.standard_normal((n_tokens, v))
+            p, p_bad = softmax(logits, 1.0), softmax(logits, 1.0 + delta)
+            cdf = np.cumsum(p_bad, axis=1)
+            x = (cdf < rng.random((n_tokens, 1)) * cdf[:, -1:]).sum(axis=1).clip(0, v - 1)
+            v_ = rng.random(n_tokens)
+            if order == "id":
+                u = pit_values(p, x, v_)
+            elif order == "rank":
+                u = pit_rank_values(p, x, v_)
+            else:
+                q = softmax(logits + 1.2 * rng.standard_normal((n_tokens, v)), 1.0)
+                u = pit_rank_values(p, x, v_, key=q / p)
+            rejections += stats.kstest(u, "uniform").pvalue < alpha
+            tvs.append(float(0.5 * np.abs(p - p_bad).sum(axis=1).mean()))
+        out.append({"delta": float(delta), "tv_per_token": float(np.mean(tvs)),
+                    "power": rejections / reps})
+    return out
+
+
+def detectable_tv(curve: list[dict], target_power: float = 0.8) -> float:
+    """Smallest TV at which power reaches target_power (linear interpolation)."""
+    pts = sorted((c["tv_per_token"], c["power"]) for c in curve)
+    for (tv0, pw0), (tv1, pw1) in zip(pts, pts[1:]):
+        if pw0 < target_power <= pw1:
+            return float(tv0 + (target_power - pw0) * (tv1 - tv0) / (pw1 - pw0))
+    if pts and pts[0][1] >= target_power:
+        return float(pts[0][0])
+    return float("nan")
+
+
+def calibrate(n_tokens: int, reps: int, alpha: float, seed: int,
+              violation_reps: int = 30) -> tuple[pd.DataFrame, dict]:
+    """Null p-values over ``reps`` seeded repetitions (uniform if the test is valid),
+    rejection rates of planted violations, and the power curve for detectable TV."""
+    n_cal = max(200, min(n_tokens, 3000))
+    target, draft = mock_pair(seed)
+    rows = []
+    scenarios = [("null", reps, Sampler, None),
+                 ("skip_residual", violation_reps, SkipResidualSampler, None),
+                 ("temperature_1.05", violation_reps, Sampler, 1.05)]
+    for name, n_rep, cls, dec_t in scenarios:
+        for rep in range(n_rep):
+            u = _spec_tokens(target, draft, n_cal, 1.0, seed + 7 * rep + 1, cls, dec_t)
+            res, res_rank, res_ratio = uniformity(u[:, 0]), uniformity(u[:, 1]), uniformity(u[:, 2])
+            rows.append({"scenario": name, "rep": rep, "n_tokens": res["n_tokens"],
+                         "ks_pvalue": res["ks_pvalue"], "chi2_pvalue": res["chi2_pvalue"],
+                         "rank_ks_pvalue": res_rank["ks_pvalue"],
+                         "rank_chi2_pvalue": res_rank["chi2_pvalue"],
+                         "ratio_ks_pvalue": res_ratio["ks_pvalue"],
+                         "ratio_chi2_pvalue": res_ratio["chi2_pvalue"]})
+    table = pd.DataFrame(rows)
+    deltas = [0.01, 0.02, 0.04, 0.08, 0.16, 0.32, 0.64]
+    curves = {o: _temperature_power(max(n_tokens, 50), deltas, 60, alpha, seed, o)
+              for o in ("id", "rank", "ratio")}
+    return table, summarize_calibration(table, curves, alpha, n_tokens)
+
+
+def summarize_calibration(table: pd.DataFrame, curves: dict, alpha: float, n_tokens: int) -> dict:
+    """Null uniformity of p-values and violation rejection rates, for both orders; a
+    violation counts as rejected when the KS or the chi-square p-value is below alpha/2
+    (Bonferroni over the two tests)."""
+    out = {"alpha": alpha, "n_tokens_study": n_tokens,
+           "tokens_per_repetition": int(table["n_tokens"].iloc[0]),
+           "power_family": "sampling at temperature T(1+delta) instead of T = 1 (mock, i.i.d. positions)",
+           "power_curve": curves, "orders": {}}
+    for order, ks, chi in (("id", "ks_pvalue", "chi2_pvalue"), ("rank", "rank_ks_pvalue", "rank_chi2_pvalue"),
+                           ("ratio", "ratio_ks_pvalue", "ratio_chi2_pvalue")):
+        null = table[table["scenario"] == "null"]
+        res = {"null_repetitions": int(len(null)),
+               "null_pvalues_ks_pvalue": float(stats.kstest(null[ks], "uniform").pvalue),
+               "null_rejection_rate": float((np.minimum(null[ks], null[chi]) < alpha / 2).mean()),
+               "violations": {}, "detectable_tv_80": detectable_tv(curves[order])}
+        for name, g in table[table["scenario"] != "null"].groupby("scenario"):
+            res["violations"][name] = {"repetitions": int(len(g)), "rejection_rate":
+                                       float((np.minimum(g[ks], g[chi]) < alpha / 2).mean())}
+        out["orders"][order] = res
+    out["detectable_tv_80"] = out["orders"]["rank"]["detectable_tv_80"]
+    out["detectable_tv_80_id_order"] = out["orders"]["id"]["detectable_tv_80"]
+    return out

@@ -1,0 +1,142 @@
+"""Provenance capture: hardware, OS, software that touches numbers, build flags, git.
+
+Everything is read from the running machine; nothing is typed in by hand.
+"""
+from __future__ import annotations
+
+import datetime as dt
+import os
+import platform
+import subprocess
+import sys
+from importlib import metadata
+from pathlib import Path
+
+PACKAGES = ("torch", "transformers", "accelerate", "llama-cpp-python", "numpy", "scipy", "pandas",
+            "pyarrow", "gguf", "snakemake", "matplotlib", "typst", "specproof")
+
+
+def _read(path: str) -> str:
+    try:
+        return Path(path).read_text()
+    except OSError:
+        return ""
+
+
+def cpu_info() -> dict:
+    info = {"machine": platform.machine(), "logical_cores": os.cpu_count()}
+    try:
+        info["affinity_cores"] = len(os.sched_getaffinity(0))
+    except AttributeError:
+        pass
+    text = _read("/proc/cpuinfo")
+    for line in text.splitlines():
+        key, _, val = line.partition(":")
+        key = key.strip()
+        if key == "model name" and "model" not in info:
+            info["model"] = val.strip()
+        elif key == "flags" and "flags" not in info:
+            flags = val.split()
+            info["simd_flags"] = sorted(f for f in flags if f.startswith(("avx", "amx", "fma", "f16c", "sse4")))
+    if "model" not in info and sys.platform == "darwin":
+        info["model"] = _run(["sysctl", "-n", "machdep.cpu.brand_string"])
+    mem = _read("/proc/meminfo")
+    for line in mem.splitlines():
+        if line.startswith("MemTotal:"):
+            info["ram_gib"] = round(int(line.split()[1]) / 2**20, 2)
+    return info
+
+
+def _run(cmd: list[str]) -> str:
+    try:
+        return subprocess.run(cmd, capture_output=True, text=True, timeout=10).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return ""
+
+
+def gpu_info() -> list[dict]:
+    out = _run(["nvidia-smi", "--query-gpu=name,memory.total,driver_version",
+                "--format=csv,noheader"])
+    gpus = []
+    for line in out.splitlines():
+        name, mem, driver = [x.strip() for x in line.split(",")]
+        gpus.append({"name": name, "memory": mem, "driver": driver})
+    return gpus
+
+
+def package_versions() -> dict:
+    out = {}
+    for name in PACKAGES:
+        try:
+            out[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            out[name] = None
+    return out
+
+
+def torch_info() -> dict:
+    try:
+        import torch
+    except ImportError:
+        return {}
+    return {"version": torch.__version__, "cuda": torch.version.cuda,
+            "cuda_available": torch.cuda.is_available(), "threads": torch.get_num_threads(),
+            "mkldnn": torch.backends.mkldnn.is_available(),
+            "config": torch.__config__.show().strip().splitlines()[:3]}
+
+
+def llama_info() -> dict:
+    try:
+        from ..models.llama import build_record
+        return build_record()
+    except ImportError:
+        return {}
+
+
+def energy_counters() -> dict:
+    """Which energy counters this machine exposes (RAPL, powermetrics, nvidia-smi)."""
+    rapl = Path("/sys/class/powercap/intel-rapl:0/energy_uj")
+    readable = False
+    try:
+        rapl.read_text()
+        readable = True
+    except OSError:
+        pass
+    return {"rapl_readable": readable,
+            "powermetrics": sys.platform == "darwin" and bool(_run(["which", "powermetrics"])),
+            "nvidia_smi": bool(gpu_info())}
+
+
+def git_state(root: Path) -> dict:
+    commit = _run(["git", "-C", str(root), "rev-parse", "HEAD"])
+    dirty = bool(_run(["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no"]))
+    return {"commit": commit or None, "dirty": dirty}
+
+
+def capture(root: Path | None = None) -> dict:
+    """The machine and software record for a study or benchmark."""
+    root = root or Path.cwd()
+    return {
+        "captured_at": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+        "cpu": cpu_info(),
+        "gpus": gpu_info(),
+        "os": {"system": platform.system(), "release": platform.release(),
+               "platform": platform.platform()},
+        "python": sys.version.split()[0],
+        "packages": package_versions(),
+        "torch": torch_info(),
+        "llama_cpp": llama_info(),
+        "env_threads": {k: os.environ.get(k) for k in ("OMP_NUM_THREADS", "MKL_NUM_THREADS")},
+        "energy": energy_counters(),
+        "git": git_state(root),
+    }
+
+
+def summary_line(prov: dict) -> str:
+    cpu = prov["cpu"]
+    pk = prov["packages"]
+    return (f"{cpu.get('model', '?')}, {cpu.get('affinity_cores', cpu.get('logical_cores'))} cores, "
+            f"{cpu.get('ram_gib', '?')} GiB; {prov['os']['system']} {prov['os']['release']}; "
+            f"Python {prov['python']}; torch {pk['torch']}, transformers {pk['transformers']}, "
+            f"llama-cpp-python {pk['llama-cpp-python']}; git {str(prov['git']['commit'])[:10]}"
+            f"{' (dirty)' if prov['git']['dirty'] else ''}")

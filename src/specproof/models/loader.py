@@ -1,0 +1,132 @@
+"""Build backends and drafters from plain dicts (study configs and CLI flags share it).
+
+A model spec: {backend: hf|llama|mock, model: 'embedded:<name>' | local path, ...}
+hf: device, dtype, threads; llama: n_ctx, n_batch, n_ubatch, threads, n_gpu_layers
+(default: every layer on the accelerator when the llama.cpp build has one);
+mock: vocab_size, seed, noise, batch_variance, latency_ms, per_token_ms.
+A draft spec may instead be {kind: ngram, max_ngram, min_ngram}.
+"""
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from ..decode.backend import Backend
+from ..decode.drafters import Drafter, ModelDrafter, NGramDrafter
+from ..errors import ConfigError
+from .files import resolve
+
+BACKENDS = ("hf", "llama", "mock")
+_PROBE_TEXT = "def fibonacci(n):\n    return n if n < 2 else fibonacci(n - 1) + fibonacci(n - 2)  # café"
+
+
+def load_backend(spec: dict) -> Backend:
+    kind = spec.get("backend")
+    if kind == "mock":
+        from .mock import MockBackend
+        keys = ("vocab_size", "seed", "order", "scale", "noise", "noise_seed", "batch_variance",
+                "latency_ms", "per_token_ms", "eos_id")
+        return MockBackend(**{k: spec[k] for k in keys if k in spec})
+    if kind not in BACKENDS:
+        raise ConfigError(f"backend must be one of {BACKENDS} (got {kind!r})")
+    if not spec.get("model"):
+        raise ConfigError(f"{kind} backend needs a model (embedded:<name> or a local path)")
+    path = resolve(str(spec["model"]))
+    if kind == "hf":
+        from .hf import HFBackend
+        return HFBackend(path, device=spec.get("device", "cpu"), dtype=spec.get("dtype", "float32"),
+                         threads=spec.get("threads"))
+    from .llama import LlamaCppBackend
+    return LlamaCppBackend(path, n_ctx=spec.get("n_ctx", 2048), n_batch=spec.get("n_batch", 512),
+                           n_ubatch=spec.get("n_ubatch", 512), n_threads=spec.get("threads"),
+                           n_gpu_layers=spec.get("n_gpu_layers"))
+
+
+def check_same_vocabulary(target: Backend, draft: Backend) -> None:
+    """Refuse a draft whose vocabulary differs: sizes must match and both tokenizers
+    must map a probe text to the same ids."""
+    t_name, d_name = target.label, draft.label
+    if target.vocab_size != draft.vocab_size:
+        raise ConfigError(f"draft {d_name} has vocabulary {draft.vocab_size}, target {t_name} has "
+                          f"{target.vocab_size}: speculative decoding needs one shared vocabulary")
+    if target.name != "mock" and draft.name != "mock" and \
+            target.encode(_PROBE_TEXT) != draft.encode(_PROBE_TEXT):
+        raise ConfigError(f"draft {d_name} tokenizes differently from target {t_name}: "
+                          "speculative decoding needs one shared vocabulary")
+
+
+def ngram_drafter(spec: dict) -> NGramDrafter | None:
+    """The n-gram drafter a spec asks for, or None for a model draft."""
+    if spec.get("kind") == "ngram" or spec.get("backend") == "ngram":
+        return NGramDrafter(max_ngram=spec.get("max_ngram", 3), min_ngram=spec.get("min_ngram", 1))
+    return None
+
+
+def load_drafter(spec: dict | None, target: Backend, temperature: float, seed: int) -> Drafter | None:
+    if spec is None:
+        return None
+    if (ngram := ngram_drafter(spec)) is not None:
+        return ngram
+    backend = load_backend(spec)
+    check_same_vocabulary(target, backend)
+    return ModelDrafter(backend, temperature=temperature, seed=seed)
+
+
+class ModelPool:
+    """Loads each named target / draft of a study once and shares it between stages."""
+
+    def __init__(self, study):
+        self.study = study
+        self._targets: dict[str, Backend] = {}
+        self._drafts: dict[str, Backend] = {}
+        self._checked: set[tuple[int, str]] = set()
+
+    def target(self, name: str) -> Backend:
+        if name not in self._targets:
+            self._targets[name] = load_backend(self.study.target_spec(name))
+        return self._targets[name]
+
+    def drafter(self, name: str, target: Backend, temperature: float, seed: int) -> Drafter:
+        if (ngram := ngram_drafter(self.study.draft_spec(name))) is not None:
+            return ngram
+        backend = self.draft_backend(name)
+        if (id(target), name) not in self._checked:
+            check_same_vocabulary(target, backend)
+            self._checked.add((id(target), name))
+        return ModelDrafter(backend, temperature=temperature, seed=seed)
+
+    def draft_backend(self, name: str) -> Backend | None:
+        spec = self.study.draft_spec(name)
+        if ngram_drafter(spec) is not None:
+            return None
+        if name not in self._drafts:
+            self._drafts[name] = load_backend(spec)
+        return self._drafts[name]
+
+    def release_target(self, name: str) -> None:
+        backend = self._targets.pop(name, None)
+        if backend is not None:
+            backend.close()
+
+    def each_target(self, names) -> Iterator[tuple[str, Backend]]:
+        """(name, target) for each name: loaded, handed to the loop body, released after
+        it (also when the loop ends early), so one target is in memory at a time."""
+        for name in names:
+            target = self.target(name)
+            try:
+                yield name, target
+            finally:
+                self.release_target(name)
+
+    def each_pair(self, pairs: list[dict]) -> Iterator[tuple[int, dict, Backend]]:
+        """(index, pair, target) for each pair; consecutive pairs on one target share it,
+        released when the next pair's target differs (or after the last pair)."""
+        for i, pair in enumerate(pairs):
+            target = self.target(pair["target"])
+            last_on_target = i == len(pairs) - 1 or pairs[i + 1]["target"] != pair["target"]
+            try:
+                yield i, pair, target
+            except GeneratorExit:  # the loop ended early (break or an error in its body)
+                self.release_target(pair["target"])
+                raise
+            if last_on_target:
+                self.release_target(pair["target"])

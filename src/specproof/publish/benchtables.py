@@ -1,0 +1,95 @@
+"""Benchmark result tables: ``<dir>/<name>.md`` for people and ``<dir>/<name>.json`` for
+the paper.
+
+The JSON holds the table's header and rows, its notes, the headline ``values`` the paper
+cites ({key: {value, unit}}), the machine's provenance, the exact command, and
+``table_sha256``, the sha256 of the .md written with it. ``bench_numbers`` turns every
+table into numbers.json entries ``bench.<name>.<key>`` whose ``sha256`` is that of the
+JSON file, so the audit can tell an edited table from a rerun one.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+from ..errors import SpecproofError
+from ..evidence.provenance import summary_line
+from ..records import json_scalar, read_json, sha256_file, sha256_text, write_json
+
+
+def _cell(x) -> str:
+    return f"{x:.3g}" if isinstance(x, float) else str(x)
+
+
+def markdown_table(header: list[str], rows: list[list]) -> list[str]:
+    """A GitHub-flavoured markdown table (``DataFrame.to_markdown``, via tabulate), one
+    line per item; cells are formatted here (floats to 3 significant digits) and kept
+    as text."""
+    import pandas as pd
+    df = pd.DataFrame([[_cell(x) for x in r] for r in rows], columns=header, dtype=object)
+    return df.to_markdown(index=False, tablefmt="github", disable_numparse=True).splitlines()
+
+
+def render_markdown(title: str, command: str, machine: str, header: list[str], rows: list[list],
+                    notes: list[str]) -> str:
+    lines = [f"# {title}", "", f"Command: `{command}`", "", f"Machine: {machine}", ""]
+    lines += markdown_table(header, rows)
+    lines += [""] + [f"- {n}" for n in notes]
+    return "\n".join(lines) + "\n"
+
+
+def _plain(v):
+    """json_scalar, refusing anything that is not a number, bool or string."""
+    v = json_scalar(v)
+    if v is not None and not isinstance(v, (bool, int, float, str)):
+        raise TypeError(f"benchmark value {v!r} is not a number, bool or string")
+    return v
+
+
+def write_table(results: Path, name: str, title: str, header: list[str], rows: list[list],
+                notes: list[str], values: dict[str, tuple], command: str, provenance: dict) -> Path:
+    """Write <name>.md and <name>.json; ``values`` maps key -> (value, unit). Returns the .md."""
+    results = Path(results)
+    results.mkdir(parents=True, exist_ok=True)
+    md = render_markdown(title, command, summary_line(provenance), header, rows, notes)
+    (results / f"{name}.md").write_text(md)
+    record = {"benchmark": name, "title": title, "command": command, "header": header,
+              "rows": [[_plain(x) for x in r] for r in rows], "notes": notes,
+              "values": {k: {"value": _plain(v), "unit": u} for k, (v, u) in values.items()},
+              "provenance": provenance, "table_sha256": sha256_text(md)}
+    write_json(record, results / f"{name}.json")
+    return results / f"{name}.md"
+
+
+def read_table(path: Path) -> dict:
+    """A benchmark JSON, checked against its .md; one-line errors name the file and field."""
+    path = Path(path)
+    record = read_json(path)
+    for field in ("benchmark", "values", "table_sha256"):
+        if field not in record:
+            raise SpecproofError(f"{path}: field {field!r} is missing")
+    md = path.with_suffix(".md")
+    if not md.is_file():
+        raise SpecproofError(f"{md}: missing (its JSON {path.name} exists)")
+    if sha256_text(md.read_text()) != record["table_sha256"]:
+        raise SpecproofError(f"{md}: sha256 does not match field table_sha256 of {path.name} "
+                             "(the table was changed after the benchmark wrote it)")
+    for key, entry in record["values"].items():
+        if not isinstance(entry, dict) or set(entry) != {"value", "unit"}:
+            raise SpecproofError(f"{path}: field values.{key} must be {{value, unit}}")
+    return record
+
+
+def bench_numbers(results: Path) -> dict:
+    """numbers.json entries for every benchmark table in ``results`` (none if it is absent)."""
+    out: dict[str, dict] = {}
+    results = Path(results)
+    if not results.is_dir():
+        return out
+    for path in sorted(results.glob("*.json")):
+        record = read_table(path)
+        digest = sha256_file(path)
+        for key, entry in record["values"].items():
+            out[f"bench.{record['benchmark']}.{key}"] = {
+                "value": entry["value"], "unit": entry["unit"], "source": str(path),
+                "manifest_sha256": None, "sha256": digest}
+    return out

@@ -1,0 +1,150 @@
+"""Figures for one study (matplotlib, Agg): PDF and PNG of each.
+
+speedup_vs_k: geometric-mean speedup vs K per pair (greedy, fixed K) with 95% CIs.
+acceptance: acceptance by draft position with CIs (greedy, largest fixed K per pair).
+verify_cost: target verify cost vs B (one line per target / n_ubatch) and draft step cost.
+cost_decomposition: stacked D_real, R_target, X per committed token, per configuration.
+agreement: Q matched/total per target and path (grid and qualification).
+pit: histogram of the certificate's PIT values (id and rank order).
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+
+from ..analysis.analyze import StudyAnalysis  # noqa: E402
+
+NAMES = ["speedup_vs_k", "acceptance", "verify_cost", "cost_decomposition", "agreement", "pit"]
+
+
+def _save(fig, out: Path, name: str) -> None:
+    out.mkdir(parents=True, exist_ok=True)
+    fig.tight_layout()
+    for ext in ("pdf", "png"):
+        fig.savefig(out / f"{name}.{ext}", dpi=150, metadata={"CreationDate": None} if ext == "pdf" else None)
+    plt.close(fig)
+
+
+def speedup_vs_k(a: StudyAnalysis, out: Path) -> None:
+    fig, ax = plt.subplots(figsize=(6, 3.6))
+    rows = [r for r in a.speedups if r["policy"] == "fixed" and r["temperature"] == 0 and r["workload"] == "all"]
+    for pair in dict.fromkeys(r["pair"] for r in rows):
+        pr = sorted((r for r in rows if r["pair"] == pair), key=lambda r: r["k"])
+        k = [r["k"] for r in pr]
+        g = np.array([r["gmean_speedup"] for r in pr])
+        err = np.array([[r["gmean_speedup"] - r["ci_low"] for r in pr], [r["ci_high"] - r["gmean_speedup"] for r in pr]])
+        ax.errorbar(k, g, yerr=err, marker="o", capsize=3, label=pair)
+    ax.axhline(1.0, color="k", lw=0.8, ls="--")
+    ax.set_xlabel("speculation length K")
+    ax.set_ylabel("speedup over target-only (x)")
+    ax.legend(fontsize=6, loc="best")
+    _save(fig, out, "speedup_vs_k")
+
+
+def acceptance(a: StudyAnalysis, out: Path) -> None:
+    fig, ax = plt.subplots(figsize=(6, 3.4))
+    cc = a.config_costs[(a.config_costs["policy"] == "fixed") & (a.config_costs["temperature"] == 0)]
+    for pair, g in cc.groupby("pair", sort=False):
+        cfg = g.loc[g["k"].idxmax(), "config"]
+        rows = [r for r in a.acceptance if r["pair"] == pair and r["config"] == cfg]
+        pos = [r["position"] for r in rows]
+        al = np.array([r["alpha"] for r in rows])
+        err = np.array([[r["alpha"] - r["ci_low"] for r in rows], [r["ci_high"] - r["alpha"] for r in rows]])
+        ax.errorbar(pos, al, yerr=np.clip(err, 0, None), marker="o", capsize=3, label=f"{pair} ({cfg})")
+    ax.set_ylim(0, 1.05)
+    ax.set_xlabel("draft position i")
+    ax.set_ylabel("acceptance alpha_i")
+    ax.legend(fontsize=6)
+    _save(fig, out, "acceptance")
+
+
+def verify_cost(a: StudyAnalysis, out: Path) -> None:
+    fig, ax = plt.subplots(figsize=(6, 3.4))
+    m = a.micro
+    for name, g in m[m["role"] == "target"].groupby("name", sort=False):
+        ax.plot(g["B"], g["median_ms"], marker=".", label=f"{name} (n_ubatch={g['n_ubatch'].iloc[0]})")
+    for r in m[m["role"] == "draft"].itertuples():
+        ax.axhline(r.median_ms, ls=":", color="gray")
+        ax.text(1, r.median_ms, f"draft step {r.name}: {r.median_ms:.1f} ms", fontsize=6, va="bottom")
+    ax.set_xlabel("positions verified in one call, B")
+    ax.set_ylabel("median ms per call")
+    ax.legend(fontsize=6)
+    _save(fig, out, "verify_cost")
+
+
+def machines_verify_cost(micro: dict, out: Path) -> None:
+    """One study frozen on several machines: each target's verify cost v(B)/v(1) vs B,
+    one panel per machine (the same targets in the same colours)."""
+    fig, axes = plt.subplots(1, len(micro), figsize=(3.2 * len(micro), 2.8), sharey=True, squeeze=False)
+    names = list(dict.fromkeys(n for m in micro.values() for n in m[m["role"] == "target"]["name"]))
+    colours = {n: plt.cm.tab10(i) for i, n in enumerate(names)}
+    for ax, (label, m) in zip(axes[0], micro.items()):
+        for name, g in m[m["role"] == "target"].groupby("name", sort=False):
+            g = g.sort_values("B")
+            ax.plot(g["B"], g["median_ms"] / g["median_ms"].iloc[0], marker=".", color=colours[name], label=name)
+        ax.set_title(label, fontsize=8)
+        ax.set_xlabel("positions per call, B", fontsize=7)
+        ax.tick_params(labelsize=7)
+    axes[0][0].set_ylabel("v(B) / v(1)", fontsize=7)
+    axes[0][-1].legend(fontsize=6)
+    _save(fig, out, "verify_cost_machines")
+
+
+def cost_decomposition(a: StudyAnalysis, out: Path) -> None:
+    cc = a.config_costs
+    fig, ax = plt.subplots(figsize=(7, 0.28 * len(cc) + 1.2))
+    labels = [f"{r.pair} {r.config}" for r in cc.itertuples()]
+    y = np.arange(len(cc))
+    left = np.zeros(len(cc))
+    for term, color in (("D_real", "tab:orange"), ("R_target", "tab:blue"), ("X", "tab:gray")):
+        ax.barh(y, cc[term], left=left, color=color, label=term)
+        left += cc[term].to_numpy()
+    ax.axvline(1.0, color="k", lw=0.8, ls="--")
+    ax.set_yticks(y, labels, fontsize=5)
+    ax.invert_yaxis()
+    ax.set_xlabel("cost per committed token, in target-only token costs (< 1 pays off)")
+    ax.legend(fontsize=6, loc="lower right")
+    _save(fig, out, "cost_decomposition")
+
+
+def agreement(a: StudyAnalysis, out: Path) -> None:
+    c = a.agreement_counts[a.agreement_counts["path"] == "speculative"]
+    fig, ax = plt.subplots(figsize=(6, 0.3 * len(c) + 1.2))
+    frac = c["Q_matched"] / c["total"]
+    labels = [f"{r.source}: {r.target} {r.verify_mode}" for r in c.itertuples()]
+    ax.barh(np.arange(len(c)), frac, color=["tab:green" if f == 1 else "tab:red" for f in frac])
+    for i, r in enumerate(c.itertuples()):
+        ax.text(min(frac.iloc[i], 0.98), i, f" {r.Q_matched}/{r.total}", va="center", ha="right", fontsize=6, color="w")
+    ax.set_yticks(np.arange(len(c)), labels, fontsize=6)
+    ax.invert_yaxis()
+    ax.set_xlim(0, 1)
+    ax.set_xlabel("Q: runs whose ids equal the sealed reference")
+    _save(fig, out, "agreement")
+
+
+def pit_histogram(pit_u: np.ndarray, pit_rank: np.ndarray, out: Path) -> None:
+    fig, axes = plt.subplots(1, 2, figsize=(6, 2.6), sharey=True)
+    for ax, u, title in ((axes[0], pit_u, "id order"), (axes[1], pit_rank, "rank order")):
+        ax.hist(u, bins=20, range=(0, 1), density=True, color="tab:blue", alpha=0.8)
+        ax.axhline(1.0, color="k", lw=0.8, ls="--")
+        ax.set_title(f"PIT, {title} (n={len(u)})", fontsize=8)
+        ax.set_xlabel("u")
+    axes[0].set_ylabel("density")
+    _save(fig, out, "pit")
+
+
+def make_all(a: StudyAnalysis, records: Path, out: Path) -> None:
+    from ..records import read_parquet
+    speedup_vs_k(a, out)
+    acceptance(a, out)
+    verify_cost(a, out)
+    cost_decomposition(a, out)
+    agreement(a, out)
+    pit = read_parquet(Path(records) / "pit.parquet")
+    spec = pit[pit["path"] == "speculative"]
+    pit_histogram(spec["u"].to_numpy(), spec["u_rank"].to_numpy(), out)

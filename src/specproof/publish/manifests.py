@@ -1,0 +1,252 @@
+"""Frozen manifests: freeze a finished study, audit frozen studies, report drift.
+
+A study is frozen once per machine: ``manifests/<study>/<machine>/`` holds that machine's
+records and ``manifest.json`` = {study, machine, created, files: {name: {sha256, bytes}},
+provenance_sha256, software, git}. A *record set* is named ``<study>@<machine>``
+(``config/config.yaml`` lists the sets the paper uses); a bare ``<study>`` names the
+unfrozen results of a run on this machine. Freezing over a frozen set needs ``force``
+and then keeps the previous manifest under ``<set>/history/``; the new set is written
+into a temporary directory and swapped in, so an interruption never leaves old and new
+records mixed.
+"""
+from __future__ import annotations
+
+import datetime as dt
+import os
+import re
+import shutil
+from pathlib import Path
+
+from ..errors import SpecproofError
+from ..records import atomic_path, read_json, sha256_file, write_json
+
+RAW = ["provenance.json", "models.json", "prompts.jsonl", "reference.parquet", "reference.seal.json",
+       "runs.parquet", "rounds.parquet", "micro.parquet", "pit.parquet", "batch_invariance.parquet",
+       "qualification.parquet", "margins.parquet", "prediction_seal.json", "prediction.json",
+       "level1.json", "level2.json", "calibration.parquet", "calibration.json", "advise.parquet"]
+OPTIONAL: list[str] = []
+DERIVED = ["agreement.parquet", "costs.parquet", "stats.json", "certificate.json"]
+
+
+MACHINE_LABEL = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]*$")
+
+
+def split_set(set_id: str) -> tuple[str, str | None]:
+    """'<study>@<machine>' -> (study, machine); a bare '<study>' -> (study, None)."""
+    study, _, machine = str(set_id).partition("@")
+    return study, machine or None
+
+
+def set_dir(manifests: Path, set_id: str) -> Path:
+    study, machine = split_set(set_id)
+    return Path(manifests) / study / machine if machine else Path(manifests) / study
+
+
+def is_frozen(manifests: Path, set_id: str) -> bool:
+    return (set_dir(manifests, set_id) / "manifest.json").is_file()
+
+
+def frozen_sets(manifests: Path, study: str) -> list[str]:
+    """Every frozen record set of a study, '<study>@<machine>', sorted by machine."""
+    base = Path(manifests) / study
+    return [f"{study}@{d.name}" for d in sorted(base.iterdir()) if (d / "manifest.json").is_file()] \
+        if base.is_dir() else []
+
+
+def machine_label(prov: dict) -> str:
+    """A default machine label from provenance: the CPU model as a slug, e.g. 'amd-epyc'."""
+    model = str(prov.get("cpu", {}).get("model") or prov.get("cpu", {}).get("machine") or "machine")
+    model = re.sub(r"\((r|tm)\)|cpu|@.*$", "", model.lower())
+    return re.sub(r"[^a-z0-9]+", "-", model).strip("-")[:40] or "machine"
+
+
+def freeze(study: str, results: Path, manifests: Path, force: bool = False,
+           machine: str | None = None) -> Path:
+    """Copy a finished study's records into manifests/<study>/<machine>/ with their sha256.
+    ``machine`` defaults to a label made from the CPU model in the study's provenance."""
+    results = Path(results)
+    missing = [f for f in RAW + DERIVED if not (results / f).is_file()]
+    if missing:
+        raise SpecproofError(f"{results}: study {study!r} is not finished (missing {', '.join(missing)})")
+    prov = read_json(results / "provenance.json")
+    machine = machine or machine_label(prov)
+    if not MACHINE_LABEL.match(machine):
+        raise SpecproofError(f"--machine {machine!r}: use letters, digits, '-' and '_' only")
+    dest = set_dir(manifests, f"{study}@{machine}")
+    manifest_path = dest / "manifest.json"
+    if manifest_path.exists() and not force:
+        raise SpecproofError(f"{manifest_path}: study {study!r} is already frozen for machine {machine!r}; "
+                             "use --force to replace it (the previous manifest is kept), or freeze "
+                             "this run beside it with another --machine label")
+    tmp = dest.with_name(f".{dest.name}.tmp-{os.getpid()}")
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    files = {}
+    for name in RAW + [f for f in OPTIONAL if (results / f).is_file()] + DERIVED:
+        shutil.copy2(results / name, tmp / name)
+        files[name] = {"sha256": sha256_file(tmp / name), "bytes": (tmp / name).stat().st_size}
+    if manifest_path.exists():
+        if (dest / "history").is_dir():
+            shutil.copytree(dest / "history", tmp / "history")
+        old = read_json(manifest_path)
+        stamp = str(old.get("created", "unknown")).replace(":", "").replace("+", "Z")
+        (tmp / "history").mkdir(exist_ok=True)
+        shutil.copy2(manifest_path, tmp / "history" / f"manifest-{stamp}.json")
+    write_json({"study": study, "machine": machine,
+                "created": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+                "files": files, "provenance_sha256": files["provenance.json"]["sha256"],
+                "software": prov.get("packages"), "git": prov.get("git")}, tmp / "manifest.json")
+    if dest.exists():
+        retired = dest.with_name(f".{dest.name}.old-{os.getpid()}")
+        dest.rename(retired)
+        tmp.rename(dest)
+        shutil.rmtree(retired)
+    else:
+        tmp.rename(dest)
+    return manifest_path
+
+
+def verify_hashes(manifests: Path, set_id: str) -> dict:
+    """Re-hash every file a frozen manifest lists; error on the first mismatch."""
+    dest = set_dir(manifests, set_id)
+    manifest = read_json(dest / "manifest.json")
+    for name, rec in sorted(manifest["files"].items()):
+        path = dest / name
+        if not path.is_file():
+            raise SpecproofError(f"{path}: listed in {dest / 'manifest.json'} but missing")
+        actual = sha256_file(path)
+        if actual != rec["sha256"]:
+            raise SpecproofError(f"{path}: sha256 {actual[:16]} does not match the manifest's "
+                                 f"{rec['sha256'][:16]} (the frozen record was changed)")
+    return manifest
+
+
+def manifest_sha256(manifests: Path, set_id: str) -> str | None:
+    path = set_dir(manifests, set_id) / "manifest.json"
+    return sha256_file(path) if path.is_file() else None
+
+
+def audit(studies: list[str], manifests: Path, numbers_path: Path,
+          benchmarks: Path | None = None) -> list[str]:
+    """Re-hash every frozen file and recompute every number from the frozen raw records
+    (and the benchmark tables' numbers from their JSON, checked against their .md);
+    error naming the first mismatch. Returns a line per check passed."""
+    from ..analysis.analyze import analyze
+    from .benchtables import bench_numbers
+    from .numbers import machine_numbers, study_numbers
+    numbers = read_json(numbers_path)
+    report = []
+    analyses, shas = {}, {}
+    for set_id in studies:
+        if not is_frozen(manifests, set_id):
+            raise SpecproofError(f"{set_dir(manifests, set_id) / 'manifest.json'}: record set {set_id!r} is not frozen")
+        manifest = verify_hashes(manifests, set_id)
+        report.append(f"{set_id}: {len(manifest['files'])} frozen files match their sha256")
+        analyses[set_id] = analyze(set_dir(manifests, set_id))
+        shas[set_id] = manifest_sha256(manifests, set_id)
+        recomputed = study_numbers(analyses[set_id], shas[set_id], prefix=set_id)
+        _check(numbers, recomputed, f"{set_id}.", numbers_path)
+        report.append(f"{set_id}: {len(recomputed)} numbers recomputed from frozen records match {numbers_path}")
+    recomputed = machine_numbers(analyses, shas)
+    _check(numbers, recomputed, "machines.", numbers_path)
+    if recomputed:
+        report.append(f"machines: {len(recomputed)} cross-machine numbers match {numbers_path}")
+    if benchmarks is not None:
+        recomputed = bench_numbers(benchmarks)
+        _check(numbers, recomputed, "bench.", numbers_path)
+        tables = len({v["source"] for v in recomputed.values()})
+        report.append(f"benchmarks: {len(recomputed)} numbers from {tables} tables in {benchmarks} "
+                      f"match {numbers_path} and their sha256")
+    return report
+
+
+def _check(numbers: dict, recomputed: dict, prefix: str, numbers_path: Path) -> None:
+    from .numbers import compare
+    bad = compare({k: v for k, v in numbers.items() if k.startswith(prefix)}, recomputed)
+    if bad:
+        raise SpecproofError(f"{numbers_path}: {bad}")
+
+
+def _flatten(d, prefix=""):
+    out = {}
+    if isinstance(d, dict):
+        for k, v in d.items():
+            out.update(_flatten(v, f"{prefix}{k}."))
+    else:
+        out[prefix[:-1]] = d
+    return out
+
+
+PROVENANCE_KEYS = ("cpu", "gpus", "os", "python", "packages", "llama_cpp", "torch", "git", "models")
+
+
+def nearest_frozen(manifests: Path, study: str, prov: dict) -> tuple[str | None, list[str]]:
+    """The frozen record set of ``study`` from the same CPU model as ``prov`` (None if no
+    frozen machine has that model), and every frozen set with its CPU model."""
+    model = prov.get("cpu", {}).get("model")
+    found, listed = None, []
+    for set_id in frozen_sets(manifests, study):
+        other = read_json(set_dir(manifests, set_id) / "provenance.json").get("cpu", {}).get("model")
+        listed.append(f"{set_id} ({other})")
+        if found is None and other == model:
+            found = set_id
+    return found, listed
+
+
+def drift(study: str, results: Path, manifests: Path, out: Path) -> None:
+    """drift.md: provenance differences and headline numbers, rerun vs the frozen record set
+    of the same CPU model, with CIs; or a note that no frozen machine matches."""
+    from ..analysis.analyze import analyze
+    from .benchtables import markdown_table
+    new_dir = Path(results)
+    model = read_json(new_dir / "provenance.json").get("cpu", {}).get("model")
+    set_id, listed = nearest_frozen(manifests, study, read_json(new_dir / "provenance.json"))
+    if set_id is None:
+        frozen = "; ".join(listed) if listed else "none"
+        with atomic_path(Path(out)) as tmp:
+            tmp.write_text(
+                f"# Drift report: {study}\n\nRerun: `{new_dir}` on {model}. No frozen record set of "
+                f"this study comes from this CPU model (frozen: {frozen}), so there is nothing to "
+                f"compare like with like. Freeze this run beside the others with "
+                f"`specproof freeze {study} --machine <label>`.\n")
+        return
+    old_dir = set_dir(manifests, set_id)
+    new, old = analyze(new_dir), analyze(old_dir)
+    pn = _flatten({k: new.provenance.get(k) for k in PROVENANCE_KEYS})
+    po = _flatten({k: old.provenance.get(k) for k in PROVENANCE_KEYS})
+    lines = [f"# Drift report: {study}", "", f"Rerun: `{new_dir}`; frozen: `{old_dir}` ({set_id}, the "
+             f"frozen machine with the same CPU model, {model}).", "",
+             "## Provenance differences", ""]
+    diffs = [k for k in sorted(set(pn) | set(po)) if pn.get(k) != po.get(k)
+             and not k.endswith(("captured_at", ".path"))]
+    if diffs:
+        lines += markdown_table(["field", "frozen", "rerun"],
+                                [[k, str(po.get(k))[:60], str(pn.get(k))[:60]] for k in diffs])
+    else:
+        lines.append("None.")
+    lines += ["", "## Headline numbers (geometric-mean speedup over prompts, 95% bootstrap CI)", ""]
+    headline = []
+    old_s = {(r["pair"], r["config"]): r for r in old.speedups if r["workload"] == "all"}
+    for r in new.speedups:
+        if r["workload"] != "all":
+            continue
+        o = old_s.get((r["pair"], r["config"]))
+        fmt = lambda x: f"{x['gmean_speedup']:.2f} [{x['ci_low']:.2f}, {x['ci_high']:.2f}]"
+        if o is None:
+            headline.append([r["pair"], r["config"], "—", fmt(r), "—"])
+            continue
+        overlap = not (r["ci_high"] < o["ci_low"] or o["ci_high"] < r["ci_low"])
+        headline.append([r["pair"], r["config"], fmt(o), fmt(r), "yes" if overlap else "NO"])
+    lines += markdown_table(["pair", "config", "frozen", "rerun", "overlap"], headline)
+    lines += ["", "## Losslessness", "",
+              f"- certificate KS p-value: frozen {old.certificate['ks_pvalue']:.3g}, rerun {new.certificate['ks_pvalue']:.3g}",
+              f"- sealed predictions P: frozen {old.prediction['P_matched']}/{old.prediction['P_total']}, "
+              f"rerun {new.prediction['P_matched']}/{new.prediction['P_total']}"]
+    from ..analysis.analyze import qualification_summary
+    qo, qn = qualification_summary(old.qualification), qualification_summary(new.qualification)
+    m = qo.merge(qn, on=["target", "verify_mode"], suffixes=("_frozen", "_rerun"), how="outer")
+    for r in m.itertuples():
+        lines.append(f"- qualification {r.target} {r.verify_mode}: frozen {r.matched_frozen}/{r.total_frozen}, "
+                     f"rerun {r.matched_rerun}/{r.total_rerun}")
+    with atomic_path(Path(out)) as tmp:
+        tmp.write_text("\n".join(lines) + "\n")

@@ -1,0 +1,278 @@
+"""paper/build/numbers.json: every number the paper prints, each
+{value, unit, source, manifest_sha256}, computed from a study's raw records.
+
+Keys are '<set>.<group>.<...>' with <set> a record set, '<study>@<machine>' (or a bare
+'<study>' for unfrozen results). ``source`` names the record file the number is computed
+from; ``manifest_sha256`` is the sha256 of the frozen set's manifest.json (null for
+unfrozen results). 'machines.<study>.<...>' compare the machines a study was frozen on and
+cite every manifest they read. Benchmark numbers ('bench.<table>.<...>', see benchtables)
+carry the sha256 of their JSON instead.
+"""
+from __future__ import annotations
+
+import math
+
+from ..analysis.analyze import (StudyAnalysis, batch_invariance_summary, qualification_summary,
+                       target_only_speed)
+from ..records import json_scalar
+
+
+def verdict(ci_low: float, ci_high: float) -> str:
+    """A claim by interval: 'faster' only when the whole CI is above 1, 'slower' only when
+    it is below 1, else 'unresolved'."""
+    if ci_low is not None and ci_low > 1:
+        return "faster"
+    if ci_high is not None and ci_high < 1:
+        return "slower"
+    return "unresolved"
+
+
+def best_fixed(a: StudyAnalysis) -> dict[str, dict]:
+    """Per pair, the greedy fixed-K configuration with the highest measured speedup, with
+    its speedup CI over prompts (all workloads)."""
+    ci = {(r["pair"], r["config"]): r for r in a.speedups if r["workload"] == "all"}
+    out = {}
+    for pair, g in a.config_costs.groupby("pair", sort=False):
+        fixed = g[(g["policy"] == "fixed") & (g["temperature"] == 0)]
+        if len(fixed):
+            best = fixed.loc[fixed["S_measured"].idxmax()]
+            r = ci[(pair, best["config"])]
+            out[pair] = {"k": int(best["k"]), "speedup": float(best["S_measured"]),
+                         "ci_low": r["ci_low"], "ci_high": r["ci_high"]}
+    return out
+
+
+def study_numbers(a: StudyAnalysis, manifest_sha256: str | None, prefix: str | None = None) -> dict:
+    s = prefix or a.name
+    out: dict[str, dict] = {}
+
+    def put(key: str, value, unit: str, source: str) -> None:
+        out[f"{s}.{key}"] = {"value": json_scalar(value), "unit": unit, "source": source,
+                             "manifest_sha256": manifest_sha256}
+
+    cpu = a.provenance["cpu"]
+    put("machine.cpu", cpu.get("model", "?"), "text", "provenance.json")
+    put("machine.cores", cpu.get("affinity_cores", cpu.get("logical_cores")), "count", "provenance.json")
+    put("machine.ram_gib", cpu.get("ram_gib"), "GiB", "provenance.json")
+    for pkg in ("torch", "transformers", "llama-cpp-python"):
+        put(f"software.{pkg}", a.provenance["packages"].get(pkg), "version", "provenance.json")
+    put("software.llama_cmake_args", (a.provenance.get("llama_cpp", {}).get("build") or {}).get("cmake_args"),
+        "text", "provenance.json")
+    pairs = a.provenance["study"]["config"]["pairs"]
+    put("headline.pair", f"{pairs[0]['target']}+{pairs[0]['draft']}", "text", "provenance.json")
+    put("runs.count", len(a.runs), "runs", "runs.parquet")
+    put("runs.prompts", a.runs["prompt_id"].nunique(), "prompts", "runs.parquet")
+    put("runs.max_new_tokens", a.provenance["study"]["config"]["settings"]["max_new_tokens"], "tokens",
+        "provenance.json")
+    for r in target_only_speed(a.runs).itertuples():
+        put(f"target_only.{r.target}.tokens_per_s", r.tokens_per_s, "tokens/s", "runs.parquet")
+    for r in a.speedups:
+        base = f"speedup.{r['pair']}.{r['config']}.{r['workload']}"
+        put(f"{base}.gmean", r["gmean_speedup"], "x", "runs.parquet")
+        put(f"{base}.ci_low", r["ci_low"], "x", "runs.parquet")
+        put(f"{base}.ci_high", r["ci_high"], "x", "runs.parquet")
+        put(f"{base}.verdict", verdict(r["ci_low"], r["ci_high"]), "text", "runs.parquet")
+    for r in a.speedups:
+        if r["workload"] == "all" and r["policy"] != "fixed" and r["temperature"] == 0:
+            base = f"policy.{r['pair']}.{r['policy']}"
+            put(f"{base}.k_max", r["k"], "K", "runs.parquet")
+            put(f"{base}.gmean", r["gmean_speedup"], "x", "runs.parquet")
+            put(f"{base}.ci_low", r["ci_low"], "x", "runs.parquet")
+            put(f"{base}.ci_high", r["ci_high"], "x", "runs.parquet")
+    greedy_fixed = [r for r in a.speedups if r["workload"] == "all" and r["policy"] == "fixed"
+                    and r["temperature"] == 0]
+    verdicts = [verdict(r["ci_low"], r["ci_high"]) for r in greedy_fixed]
+    put("summary.greedy_fixed.count", len(greedy_fixed), "configurations", "runs.parquet")
+    for v in ("faster", "slower", "unresolved"):
+        put(f"summary.greedy_fixed.{v}", verdicts.count(v), "configurations", "runs.parquet")
+    cfg = a.provenance["study"]["config"]
+    put("models.targets", ", ".join(sorted({str(t.get("model")) for t in cfg["targets"].values()})), "text",
+        "provenance.json")
+    for pair, b in best_fixed(a).items():
+        put(f"best.{pair}.k", b["k"], "K", "runs.parquet")
+        put(f"best.{pair}.speedup", b["speedup"], "x", "runs.parquet")
+        put(f"best.{pair}.ci_low", b["ci_low"], "x", "runs.parquet")
+        put(f"best.{pair}.ci_high", b["ci_high"], "x", "runs.parquet")
+        put(f"best.{pair}.verdict", verdict(b["ci_low"], b["ci_high"]), "text", "runs.parquet")
+    put("machine.label", s.partition("@")[2] or "this machine", "text", "manifest.json")
+    put("machine.simd", " ".join(f for f in ("avx2", "avx512f", "amx_tile") if f in cpu.get("simd_flags", [])),
+        "text", "provenance.json")
+    put("verify.b", VERIFY_B, "positions", "micro.parquet")
+    for r in verify_ratios(a.micro).itertuples():
+        put(f"verify.{r.name}.ratio", r.ratio, "x", "micro.parquet")
+        put(f"verify.{r.name}.v1_ms", r.v1_ms, "ms", "micro.parquet")
+    put("stats.ci_level_pct", round(100 * _default("bootstrap_mean_ci", "level")), "%", "runs.parquet")
+    put("calibration.power_pct", round(100 * _default("detectable_tv", "target_power")), "%", "calibration.json")
+    for r in a.config_costs.itertuples():
+        base = f"costs.{r.pair}.{r.config}"
+        for term in ("D_real", "R_target", "X"):
+            put(f"{base}.{term}", getattr(r, term), "target-token costs per committed token",
+                "rounds.parquet")
+        for term in ("S_measured", "S_no_residual", "S_no_draft", "S_model", "realized_over_model",
+                     "mean_accepted", "max_identity_residual"):
+            put(f"{base}.{term}", getattr(r, term), "x" if term.startswith(("S_", "real")) else "",
+                "rounds.parquet")
+    for r in a.agreement_counts.itertuples():
+        base = f"agreement.{r.source}.{r.target}.{r.path}.{r.verify_mode}"
+        put(f"{base}.Q_matched", r.Q_matched, "runs", "runs.parquet")
+        put(f"{base}.H_matched", r.H_matched, "runs", "runs.parquet")
+        put(f"{base}.total", r.total, "runs", "runs.parquet")
+    for r in qualification_summary(a.qualification).itertuples():
+        base = f"qualification.{r.target}.{r.verify_mode}"
+        put(f"{base}.matched", r.matched, "runs", "qualification.parquet")
+        put(f"{base}.total", r.total, "runs", "qualification.parquet")
+        put(f"{base}.qualifies", bool(r.qualifies), "bool", "qualification.parquet")
+    for r in batch_invariance_summary(a.batch_invariance).itertuples():
+        base = f"batch_invariance.{r.target}"
+        put(f"{base}.max_abs_dlogit", r.max_abs_dlogit, "logit", "batch_invariance.parquet")
+        put(f"{base}.max_tv", r.max_tv, "TV", "batch_invariance.parquet")
+        put(f"{base}.argmax_flips", r.argmax_flips, "positions", "batch_invariance.parquet")
+        put(f"{base}.positions", r.positions, "positions", "batch_invariance.parquet")
+    c = a.certificate
+    for key in ("n_tokens", "ks_pvalue", "chi2_pvalue", "detectable_tv_80", "detectable_tv_80_id_order"):
+        put(f"certificate.{key}", c[key], "", "pit.parquet")
+    put("certificate.rank_ks_pvalue", c["rank_order"]["ks_pvalue"], "", "pit.parquet")
+    put("certificate.rank_chi2_pvalue", c["rank_order"]["chi2_pvalue"], "", "pit.parquet")
+    put("certificate.rejected", c["rejected"], "bool", "pit.parquet")
+    put("certificate.alpha", c["alpha"], "", "provenance.json")
+    tests = {"KS, id order": c["ks_pvalue"], "chi-square, id order": c["chi2_pvalue"],
+             "KS, rank order": c["rank_order"]["ks_pvalue"], "chi-square, rank order": c["rank_order"]["chi2_pvalue"]}
+    put("certificate.tests", len(tests), "tests", "pit.parquet")
+    put("certificate.level", c["alpha"] / len(tests), "", "pit.parquet")
+    smallest = min(tests, key=tests.get)
+    put("certificate.min_pvalue", tests[smallest], "", "pit.parquet")
+    put("certificate.min_pvalue_test", smallest, "text", "pit.parquet")
+    for pair, res in c.get("per_pair", {}).items():
+        put(f"certificate.pair.{pair}.n_tokens", res["n_tokens"], "tokens", "pit.parquet")
+        put(f"certificate.pair.{pair}.ks_pvalue", res["ks_pvalue"], "", "pit.parquet")
+        put(f"certificate.pair.{pair}.chi2_pvalue", res["chi2_pvalue"], "", "pit.parquet")
+    put("certificate.control_ks_pvalue", c["control_target_only"]["ks_pvalue"], "", "pit.parquet")
+    put("certificate.control_n_tokens", c["control_target_only"]["n_tokens"], "tokens", "pit.parquet")
+    for w, res in c["per_workload"].items():
+        put(f"certificate.workload.{w}.n_tokens", res["n_tokens"], "tokens", "pit.parquet")
+        put(f"certificate.workload.{w}.ks_pvalue", res["ks_pvalue"], "", "pit.parquet")
+        put(f"certificate.workload.{w}.rank_ks_pvalue", c["per_workload_rank"][w]["ks_pvalue"], "", "pit.parquet")
+    perm = c["two_sample_permutation"]
+    put("certificate.permutation.prompts", perm["prompts"], "prompts", "pit.parquet")
+    put("certificate.permutation.pvalue", perm["pvalue"], "", "pit.parquet")
+    cal = a.calibration
+    put("calibration.tokens_per_repetition", cal["tokens_per_repetition"], "tokens", "calibration.json")
+    for order, res in cal["orders"].items():
+        put(f"calibration.{order}.null_repetitions", res["null_repetitions"], "runs", "calibration.json")
+        put(f"calibration.{order}.null_pvalues_ks_pvalue", res["null_pvalues_ks_pvalue"], "", "calibration.json")
+        put(f"calibration.{order}.null_rejection_rate", res["null_rejection_rate"], "", "calibration.json")
+        for name, v in res["violations"].items():
+            if name.startswith("temperature_"):
+                put("calibration.temperature_violation", float(name.split("_", 1)[1]), "x T", "calibration.json")
+            put(f"calibration.{order}.{name}.rejection_rate", v["rejection_rate"], "", "calibration.json")
+            put(f"calibration.{order}.{name}.repetitions", v["repetitions"], "runs", "calibration.json")
+    put("level1.max_exact_error", a.level1["max_exact_error"], "probability", "level1.json")
+    put("level1.min_chi2_pvalue", a.level1["min_chi2_pvalue"], "", "level1.json")
+    put("level1.draws", a.level1["cases"][0]["draws"], "draws", "level1.json")
+    put("level2.n_tokens", a.level2["n_tokens"], "tokens", "level2.json")
+    put("level2.ks_pvalue", a.level2["ks_pvalue"], "", "level2.json")
+    put("level2.rank_ks_pvalue", a.level2["rank_order"]["ks_pvalue"], "", "level2.json")
+    if "ratio_order" in a.level2:
+        put("level2.ratio_ks_pvalue", a.level2["ratio_order"]["ks_pvalue"], "", "level2.json")
+    p = a.prediction
+    put("prediction.P_matched", p["P_matched"], "runs", "prediction.json")
+    put("prediction.P_total", p["P_total"], "runs", "prediction.json")
+    put("prediction.discovery_holds", p["discovery_holds"], "runs", "prediction.json")
+    put("prediction.discovery_total", p["discovery_total"], "runs", "prediction.json")
+    if a.advise is not None:
+        for r in a.advise.itertuples():
+            put(f"advise.{r.pair}.k", r.k, "K", "advise.parquet")
+            put(f"advise.{r.pair}.predicted", r.predicted_speedup, "x", "advise.parquet")
+            put(f"advise.{r.pair}.realized", r.realized_speedup, "x", "advise.parquet")
+            put(f"advise.{r.pair}.enable", bool(r.enable), "bool", "advise.parquet")
+    return out
+
+
+def _default(function: str, parameter: str) -> float:
+    """A level the analysis uses by default (the CI level, the power target), read from
+    the function that applies it, so the paper prints the value the code used."""
+    import inspect
+
+    from . import certificate, statistics
+    fn = getattr(statistics, function, None) or getattr(certificate, function)
+    return inspect.signature(fn).parameters[parameter].default
+
+
+VERIFY_B = 8  # the verify-cost ratio v(B)/v(1) the machines section compares (K = 7 drafts)
+
+
+def verify_ratios(micro) -> "pd.DataFrame":
+    """Per target: v(1) in ms and v(B)/v(1) at B = VERIFY_B (median of the micro repeats)."""
+    t = micro[micro["role"] == "target"]
+    v1 = t[t["B"] == 1].set_index("name")["median_ms"]
+    vb = t[t["B"] == VERIFY_B].set_index("name")["median_ms"]
+    names = [n for n in dict.fromkeys(t["name"]) if n in v1.index and n in vb.index]
+    import pandas as pd
+    return pd.DataFrame({"name": names, "v1_ms": [float(v1[n]) for n in names],
+                         "ratio": [float(vb[n] / v1[n]) for n in names]})
+
+
+def machine_numbers(analyses: dict[str, StudyAnalysis], shas: dict[str, str | None]) -> dict:
+    """'machines.<study>.*': for a study frozen on two or more machines, which findings
+    changed between them, each decided by the sets' own numbers: a pair's best-K verdict
+    (by CI), whether its best-K CIs are disjoint, a target's batched qualification, and
+    advise's verdict. Each number cites the manifests of every set it compares."""
+    from .manifests import split_set
+    by_study: dict[str, list[str]] = {}
+    for set_id in analyses:
+        study, machine = split_set(set_id)
+        if machine:
+            by_study.setdefault(study, []).append(set_id)
+    out: dict[str, dict] = {}
+    for study, sets in by_study.items():
+        if len(sets) < 2:
+            continue
+        cite = [shas[x] for x in sets]
+
+        def put(key, value, unit, source):
+            out[f"machines.{study}.{key}"] = {"value": json_scalar(value), "unit": unit,
+                                              "source": source, "manifest_sha256": cite}
+        put("sets", ",".join(sets), "text", "manifest.json")
+        best = {x: best_fixed(analyses[x]) for x in sets}
+        for pair in [p for p in best[sets[0]] if all(p in best[x] for x in sets)]:
+            rows = [best[x][pair] for x in sets]
+            verdicts = {verdict(r["ci_low"], r["ci_high"]) for r in rows}
+            put(f"{pair}.verdict_changed", len(verdicts) > 1, "bool", "runs.parquet")
+            disjoint = max(r["ci_low"] for r in rows) > min(r["ci_high"] for r in rows)
+            put(f"{pair}.best_ci_disjoint", bool(disjoint), "bool", "runs.parquet")
+        quals = {x: qualification_summary(analyses[x].qualification) for x in sets}
+        for r in quals[sets[0]].itertuples():
+            same = [q[(q["target"] == r.target) & (q["verify_mode"] == r.verify_mode)] for q in quals.values()]
+            if all(len(q) for q in same):
+                put(f"qualification.{r.target}.{r.verify_mode}.changed",
+                    len({bool(q["qualifies"].iloc[0]) for q in same}) > 1, "bool", "qualification.parquet")
+        adv = {x: analyses[x].advise for x in sets}
+        if all(v is not None for v in adv.values()):
+            for pair in adv[sets[0]]["pair"]:
+                enables = {bool(v[v["pair"] == pair]["enable"].iloc[0]) for v in adv.values() if (v["pair"] == pair).any()}
+                put(f"advise.{pair}.changed", len(enables) > 1, "bool", "advise.parquet")
+    return out
+
+
+def compare(expected: dict, actual: dict, rel: float = 1e-9) -> str | None:
+    """The first key whose value differs (or is missing), or None."""
+    for key in sorted(set(expected) | set(actual)):
+        if key not in actual:
+            return f"{key}: in numbers.json but not recomputed"
+        if key not in expected:
+            return f"{key}: recomputed but missing from numbers.json"
+        e, v = expected[key]["value"], actual[key]["value"]
+        if isinstance(e, float) or isinstance(v, float):
+            if e is None or v is None:
+                if e is not v:
+                    return f"{key}: numbers.json has {e}, records give {v}"
+            elif not math.isclose(float(e), float(v), rel_tol=rel, abs_tol=1e-12):
+                return f"{key}: numbers.json has {e}, records give {v}"
+        elif e != v:
+            return f"{key}: numbers.json has {e!r}, records give {v!r}"
+        for field in ("sha256", "manifest_sha256"):
+            if expected[key].get(field) != actual[key].get(field):
+                return (f"{key}: numbers.json was computed from {expected[key].get('source')} with "
+                        f"{field} {str(expected[key].get(field))[:24]}, which is now "
+                        f"{str(actual[key].get(field))[:24]}")
+    return None

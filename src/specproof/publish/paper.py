@@ -1,0 +1,67 @@
+"""numbers.json for every study in config/config.yaml and every benchmark table, and the
+Typst paper build.
+
+A record set '<study>@<machine>' is read from its frozen manifests/<study>/<machine>/;
+a bare '<study>' from results/<study>/ (a run on this machine, not frozen). The paper (paper/paper.typ) reads paper/build/numbers.json; a key the
+paper uses that numbers.json lacks fails the build.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+from ..errors import SpecproofError
+from ..records import write_json
+from .manifests import is_frozen, manifest_sha256, set_dir, split_set
+
+
+def records_dir(set_id: str, manifests: Path, results: Path) -> Path:
+    if is_frozen(manifests, set_id):
+        return set_dir(manifests, set_id)
+    study, machine = split_set(set_id)
+    if machine:
+        raise SpecproofError(f"{set_dir(manifests, set_id) / 'manifest.json'}: record set {set_id!r} "
+                             f"is not frozen (run the study, then `specproof freeze {study} --machine {machine}`)")
+    return Path(results) / study
+
+
+def build_numbers(config: dict, manifests: Path, results: Path, out: Path,
+                  benchmarks: Path | None = None) -> dict:
+    """Every study's numbers, the benchmark tables' (``bench.*``, from ``benchmarks``)
+    and the paper's own (title, head study, frozen or not)."""
+    from ..analysis.analyze import analyze
+    from .benchtables import bench_numbers
+    from .numbers import machine_numbers, study_numbers
+    numbers: dict = bench_numbers(benchmarks) if benchmarks is not None else {}
+    analyses, shas = {}, {}
+    for set_id in config["studies"]:
+        analyses[set_id] = analyze(records_dir(set_id, manifests, results))
+        shas[set_id] = manifest_sha256(manifests, set_id)
+        numbers.update(study_numbers(analyses[set_id], shas[set_id], prefix=set_id))
+    numbers.update(machine_numbers(analyses, shas))
+    head = config.get("study", config["studies"][0])
+    meta = {"paper.title": config.get("paper", {}).get("title", "specproof"), "paper.study": head,
+            "paper.frozen": is_frozen(manifests, head)}
+    for k, v in meta.items():
+        numbers[k] = {"value": v, "unit": "text", "source": "config/config.yaml",
+                      "manifest_sha256": manifest_sha256(manifests, head)}
+    write_json(numbers, out)
+    return numbers
+
+
+def compile_paper(source: Path, pdf: Path, numbers: Path, figures: Path,
+                  machine_figures: Path | None = None) -> None:
+    """Compile with typst (offline); the paper reads numbers and figures through
+    sys.inputs so a test build can point them elsewhere."""
+    import typst
+    numbers, figures = Path(numbers).resolve(), Path(figures).resolve()
+    machine_figures = Path(machine_figures or figures).resolve()
+    if not numbers.is_file():
+        raise SpecproofError(f"{numbers}: numbers.json does not exist")
+    try:
+        typst.compile(str(source), output=str(pdf), root="/",
+                      sys_inputs={"numbers": str(numbers), "figures": str(figures),
+                                  "machine_figures": str(machine_figures)})
+    except Exception as exc:  # typst raises its own error type with the diagnostics
+        first = str(exc).strip().splitlines()
+        msg = " ".join(line.strip() for line in first[:3]) if first else type(exc).__name__
+        raise SpecproofError(f"{source}: typst failed: {msg}") from None

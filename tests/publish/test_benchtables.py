@@ -1,0 +1,57 @@
+"""Benchmark tables: the JSON the paper reads, checked against the .md and hashed, so the
+audit tells an edited table from a rerun one."""
+import json
+
+import pytest
+
+from specproof.publish.benchtables import bench_numbers, read_table, write_table
+from specproof.errors import SpecproofError
+from specproof.publish.numbers import compare
+
+PROV = {"cpu": {"model": "test cpu", "logical_cores": 2, "ram_gib": 1.0}, "os": {"system": "Linux", "release": "x"},
+        "python": "3.11", "packages": {"torch": "t", "transformers": "tr", "llama-cpp-python": "l"},
+        "git": {"commit": "0123456789abcdef", "dirty": False}}
+
+
+def _write(tmp_path, ratio=1.02):
+    return write_table(tmp_path, "demo", "Demo", ["target", "ratio"], [["hf", ratio]], ["a note"],
+                       {"hf.ratio": (ratio, "x"), "ids_identical": (True, "bool")}, "python demo.py", PROV)
+
+
+def test_table_values_become_hashed_paper_numbers(tmp_path):
+    md = _write(tmp_path)
+    rows = [[c.strip() for c in line.strip("|").split("|")] for line in md.read_text().splitlines()
+            if line.startswith("|")]
+    assert rows[0] == ["target", "ratio"] and ["hf", "1.02"] in rows
+    assert "python demo.py" in md.read_text()
+    numbers = bench_numbers(tmp_path)
+    assert set(numbers) == {"bench.demo.hf.ratio", "bench.demo.ids_identical"}
+    entry = numbers["bench.demo.hf.ratio"]
+    assert entry["value"] == 1.02 and entry["unit"] == "x" and entry["source"].endswith("demo.json")
+    assert len(entry["sha256"]) == 64
+    assert bench_numbers(tmp_path / "absent") == {}
+
+
+def test_an_edited_table_is_refused_naming_the_file_and_field(tmp_path):
+    md = _write(tmp_path)
+    md.write_text(md.read_text().replace("1.02", "1.20"))
+    with pytest.raises(SpecproofError, match=r"demo\.md: sha256 does not match field table_sha256"):
+        read_table(tmp_path / "demo.json")
+    _write(tmp_path)
+    data = json.loads((tmp_path / "demo.json").read_text())
+    data["values"]["hf.ratio"] = 1.2
+    (tmp_path / "demo.json").write_text(json.dumps(data))
+    with pytest.raises(SpecproofError, match=r"demo\.json: field values\.hf\.ratio"):
+        read_table(tmp_path / "demo.json")
+
+
+def test_compare_catches_a_rerun_table_behind_unchanged_numbers(tmp_path):
+    _write(tmp_path)
+    before = bench_numbers(tmp_path)
+    _write(tmp_path, ratio=0.97)
+    assert "bench.demo.hf.ratio: numbers.json has 1.02" in compare(before, bench_numbers(tmp_path))
+    _write(tmp_path)
+    data = json.loads((tmp_path / "demo.json").read_text())
+    data["notes"] = ["a different note"]  # same values, different record
+    (tmp_path / "demo.json").write_text(json.dumps(data))
+    assert "sha256" in compare(before, bench_numbers(tmp_path))
