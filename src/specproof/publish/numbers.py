@@ -193,8 +193,9 @@ def _default(function: str, parameter: str) -> float:
     the function that applies it, so the paper prints the value the code used."""
     import inspect
 
-    from . import certificate, statistics
-    fn = getattr(statistics, function, None) or getattr(certificate, function)
+    from ..analysis import statistics
+    from ..evidence import calibration
+    fn = getattr(statistics, function, None) or getattr(calibration, function)
     return inspect.signature(fn).parameters[parameter].default
 
 
