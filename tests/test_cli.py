@@ -76,3 +76,27 @@ def test_decode_json_on_mock_pair():
                 "ids_equal_target_only", "speedup", "acceptance_by_position", "text"):
         assert key in out
     assert out["ids_equal_target_only"] is True and out["new_tokens"] == 20
+
+
+@pytest.mark.parametrize("value", ["nan", "inf", "-1"])
+def test_temperature_must_be_finite_and_non_negative(value):
+    res = run_cli("decode", "--target-backend", "mock", "--draft-backend", "mock", "--temperature", value)
+    assert_one_line_error(res, "temperature must be a finite number >= 0")
+    assert "loading" not in res.stderr  # refused before any model loads
+
+
+def test_repeats_below_one_is_refused_before_loading():
+    res = run_cli("decode", "--target-backend", "mock", "--draft-backend", "mock", "--repeats", "0")
+    assert_one_line_error(res, "--repeats must be >= 1")
+    assert "loading" not in res.stderr
+
+
+def test_advise_refuses_a_non_finite_temperature():
+    assert_one_line_error(run_cli("advise", "--target-backend", "mock", "--draft-backend", "mock",
+                                  "--temperature", "nan"), "temperature must be a finite number")
+
+
+def test_finite_json_turns_nan_into_null():
+    from specproof.records import finite_json
+    out = json.dumps(finite_json({"a": float("nan"), "b": [1.0, float("inf")], "c": 2}), allow_nan=False)
+    assert json.loads(out) == {"a": None, "b": [1.0, None], "c": 2}

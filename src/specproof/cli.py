@@ -64,6 +64,8 @@ def cmd_decode(a) -> int:
     settings = DecodeSettings(a.max_new_tokens, a.temperature, a.seed, a.verify_mode)
     settings.validate()
     make_policy(a.policy, a.k)  # validate before loading models
+    if a.repeats < 1:
+        raise ConfigError(f"--repeats must be >= 1 (got {a.repeats})")
     if not a.prompt.strip():
         raise ConfigError("empty prompt: give --prompt some text")
     target_spec, draft_spec = _specs(a)
@@ -79,7 +81,8 @@ def cmd_decode(a) -> int:
                      a.repeats, {"k": a.k, "policy": a.policy}, log)
     base_tps = out["target_tokens_per_s"]
     if a.json:
-        print(json.dumps(out))
+        from .records import finite_json
+        print(json.dumps(finite_json(out), allow_nan=False))
         return 0
     print(out["text"])
     print("-" * 60)
@@ -97,8 +100,10 @@ def cmd_advise(a) -> int:
     from .evidence.advise import advise, realized_speedup
     from .errors import ConfigError
     from .models.loader import load_backend, load_drafter
+    from .decode.decoding import DecodeSettings
     if a.k_max < 1:
         raise ConfigError(f"K must be >= 1 (got {a.k_max})")
+    DecodeSettings(1, a.temperature, a.seed, "batched").validate()
     target_spec, draft_spec = _specs(a)
     if draft_spec is None:
         raise ConfigError("advise needs a draft (--draft-backend llama|hf|mock|ngram)")
@@ -120,7 +125,8 @@ def cmd_advise(a) -> int:
         res["realized_speedup"] = realized_speedup(target, drafter, prompts, res["k"], a.temperature,
                                                    seed=a.seed)
     if a.json:
-        print(json.dumps(res))
+        from .records import finite_json
+        print(json.dumps(finite_json(res), allow_nan=False))
         return 0
     print(f"target {target.label}: {res['target_ms_per_token']:.1f} ms/token; draft step "
           f"{res['draft_step_ms']:.1f} ms (ratio {res['draft_to_target_ratio']:.2f})")

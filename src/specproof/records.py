@@ -59,6 +59,16 @@ def json_scalar(v):
     return v
 
 
+def finite_json(obj):
+    """``obj`` with numpy scalars unwrapped and every non-finite float replaced by null, so
+    that ``json.dumps(..., allow_nan=False)`` prints valid JSON (NaN is not JSON)."""
+    if isinstance(obj, dict):
+        return {k: finite_json(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [finite_json(v) for v in obj]
+    return json_scalar(obj)
+
+
 def _default(o):
     import numpy as np
     if isinstance(o, (np.integer,)):

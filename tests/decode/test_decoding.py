@@ -56,9 +56,10 @@ def test_trace_parts_sum_to_wall_time_and_committed_is_accepted_plus_one(mock_pa
     run = decode_speculative(target, ModelDrafter(draft), PROMPT,
                              DecodeSettings(max_new_tokens=60), make_policy("fixed", 4))
     df = run.rounds_frame()
-    assert run.trace_closure() < 0.01
-    assert df["round_ns"].sum() == run.decode_ns
-    assert (df[["draft_ns", "verify_ns", "replay_ns"]] >= 0).all().all()
+    assert df["round_ns"].sum() == run.decode_ns  # rounds tile the decode time
+    # X is the remainder of each round, so D + R + X = round by construction; what can fail
+    # is a timing boundary in the wrong place, which would make X negative
+    assert (df[["draft_ns", "verify_ns", "replay_ns", "residual_ns"]] >= 0).all().all()
     full = df.iloc[:-1]  # the last round may be cut by max_new_tokens
     assert (full["committed"] == full["accepted"] + 1).all()
     assert df["committed"].sum() == 60

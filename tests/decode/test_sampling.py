@@ -4,8 +4,13 @@ import pytest
 from scipy import stats
 
 from conftest import random_dist
-from specproof.evidence.calibration import output_distribution  # enumerates the step's branches
-from specproof.decode.sampling import Sampler, acceptance_probability, sample_from, softmax
+from specproof.evidence.calibration import level1, step_distribution  # the step's exact law
+from specproof.decode.sampling import Sampler, acceptance_probability, residual_distribution, sample_from, softmax
+
+
+def output_distribution(p, q, sampler=None):
+    """The exact law of Sampler.verify_token at T = 1 (logits log p), measured on its code."""
+    return step_distribution(sampler or Sampler(1.0), np.log(np.where(p > 0, p, 1e-300)), q)
 
 
 CASES = [(5, None, None), (12, None, None), (12, 6, None), (12, None, 4), (12, 5, 5), (3, 1, None)]
@@ -25,7 +30,7 @@ def test_equal_distributions_always_accept():
     for x in range(10):
         if p[x] > 0:
             assert acceptance_probability(p, p.copy(), x) == 1.0
-    np.testing.assert_allclose(output_distribution(p, p.copy()), p, atol=1e-15)
+    np.testing.assert_allclose(output_distribution(p, p.copy()), p, atol=1e-12)
 
 
 def test_one_hot_draft_is_lossless_and_zero_q_never_accepts():
@@ -34,7 +39,7 @@ def test_one_hot_draft_is_lossless_and_zero_q_never_accepts():
     for x in range(8):
         q = np.zeros(8)
         q[x] = 1.0
-        np.testing.assert_allclose(output_distribution(p, q), p, atol=1e-15)
+        np.testing.assert_allclose(output_distribution(p, q), p, atol=1e-12)
     assert acceptance_probability(p, np.zeros(8), 3) == 0.0
 
 
@@ -59,14 +64,35 @@ def test_verify_token_draws_match_p_chi_square(v, p_support, q_support):
     assert pvalue > 1e-3
 
 
-def test_chi_square_detects_a_biased_step():
-    """The draw test is not vacuous: sampling from q directly (no correction) is caught."""
-    gen = np.random.default_rng(5)
-    p, q = random_dist(gen, 6), random_dist(gen, 6)
-    rng = np.random.default_rng(8)
-    draws = np.array([sample_from(q, rng.random()) for _ in range(50_000)])
-    counts = np.bincount(draws, minlength=6)
-    assert stats.chisquare(counts, 50_000 * p).pvalue < 1e-6
+class SkipsResidual(Sampler):
+    """The likely implementation bug: on rejection, draw from p instead of norm(max(0, p - q))."""
+
+    def verify_token(self, logits, drafted, q, rng):
+        p = softmax(logits, self.temperature)
+        if rng.random() < acceptance_probability(p, q, drafted):
+            return True, drafted
+        return False, sample_from(p, rng.random())
+
+
+def test_level1_catches_a_sampler_that_skips_the_residual():
+    """Both level-1 checks see the bug: the exact law moves off p, and the draws' chi-square
+    rejects; the correct sampler passes the same checks."""
+    rng = np.random.default_rng(5)
+    p, q = random_dist(rng, 6), random_dist(rng, 6)
+    assert np.abs(output_distribution(p, q, SkipsResidual(1.0)) - p).max() > 1e-3
+    np.testing.assert_allclose(output_distribution(p, q), p, atol=1e-12)
+    bad, good = level1(seed=3, draws=20_000, sampler=SkipsResidual(1.0)), level1(seed=3, draws=20_000)
+    assert bad["max_exact_error"] > 1e-3 and bad["min_chi2_pvalue"] < 1e-6
+    assert good["max_exact_error"] < 1e-12 and good["min_chi2_pvalue"] > 1e-4
+
+
+def test_exact_law_agrees_with_the_formula():
+    """The measured law equals P(y) = q(y) a(y) + sum_x q(x)(1 - a(x)) r(y)."""
+    rng = np.random.default_rng(9)
+    p, q = random_dist(rng, 7, 4), random_dist(rng, 7)
+    a = np.array([acceptance_probability(p, q, x) for x in range(7)])
+    formula = q * a + (q * (1 - a)).sum() * residual_distribution(p, q)
+    np.testing.assert_allclose(output_distribution(p, q), formula, atol=1e-12)
 
 
 def test_greedy_is_argmax_and_temperature_to_zero_converges():

@@ -2,7 +2,7 @@
 import numpy as np
 import pytest
 
-from specproof.evidence.calibration import calibrate, detectable_tv, level1, level2, output_distribution
+from specproof.evidence.calibration import calibrate, detectable_tv, level1, level2
 from specproof.evidence.pit import uniformity
 
 
@@ -53,6 +53,3 @@ def test_uniformity_small_sample_is_nan_not_error():
     assert np.isnan(uniformity(np.array([0.5]))["ks_pvalue"])
 
 
-def test_output_distribution_matches_p():
-    p, q = np.array([0.5, 0.3, 0.2]), np.array([0.1, 0.1, 0.8])
-    np.testing.assert_allclose(output_distribution(p, q), p, atol=1e-15)

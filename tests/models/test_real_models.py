@@ -35,7 +35,7 @@ def test_greedy_speculative_ids_equal_target_only(hf_target, llama_draft, prompt
     ref = decode_target_only(hf_target, ids, s)
     run = decode_speculative(hf_target, ModelDrafter(llama_draft), ids, s, make_policy("fixed", 5))
     assert run.new_ids == ref.new_ids
-    assert run.trace_closure() < 0.01
+    assert (run.rounds_frame()["residual_ns"] >= 0).all()  # timing boundaries in order
     assert run.mean_accepted() > 1.0  # same weights: the Q4_1 draft mostly agrees
 
 

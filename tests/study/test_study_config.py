@@ -66,7 +66,7 @@ def test_prompt_loader_accepts_both_formats_and_names_bad_lines(tmp_path):
     assert recs[0]["format"] == "raw" and recs[1] == {"id": "81", "category": "writing",
                                                       "prompt": "Write a poem.", "format": "chat"}
     f.write_text('{"id": "a"}\n')
-    with pytest.raises(ConfigError, match=r"p.jsonl:1: missing field 'prompt'"):
+    with pytest.raises(ConfigError, match=r"p.jsonl:1: field \(top level\): 'prompt' is a required property"):
         load(f)
     f.write_text('{"id": \n')
     with pytest.raises(ConfigError, match=r"p.jsonl:1: not valid JSON"):
@@ -83,3 +83,45 @@ def test_prompt_sets_in_prompts_folder_load():
         chat_prompts(17)
     example = load(PROMPTS_DIR / "spec-bench-example.jsonl")
     assert [r["id"] for r in example] == ["1", "2", "3"] and example[0]["format"] == "chat"
+
+
+@pytest.mark.parametrize("line, needle", [
+    ("5", r"p.jsonl:2: field \(top level\): 5 is not of type 'object'"),
+    ('{"id": "b", "prompt": "   "}', r"p.jsonl:2: field prompt: .* does not match"),
+    ('{"question_id": 3, "turns": []}', r"p.jsonl:2: field turns: \[\] should be non-empty"),
+    ('{"id": "b", "prompt": "x", "format": "html"}', r"p.jsonl:2: field format: 'html' is not one of"),
+    ('{"id": "a", "prompt": "again"}', r"p.jsonl: duplicate prompt id 'a'"),
+])
+def test_prompt_records_are_validated_by_the_schema(tmp_path, line, needle):
+    f = tmp_path / "p.jsonl"
+    f.write_text('{"id": "a", "prompt": "def f():"}\n' + line + "\n")
+    with pytest.raises(ConfigError, match=needle):
+        load(f)
+
+
+def test_non_utf8_prompt_file_is_one_line(tmp_path):
+    f = tmp_path / "p.jsonl"
+    f.write_bytes(b'{"id": "a", "prompt": "caf\xe9"}\n')
+    with pytest.raises(ConfigError, match=r"p.jsonl: not UTF-8 text \(byte 26 is 0xe9\)"):
+        load(f)
+
+
+def test_the_same_id_in_two_workloads_is_refused(tmp_path):
+    from specproof.study.config import load_study
+    from specproof.study.workloads import build_prompt_set
+    f = tmp_path / "p.jsonl"
+    f.write_text('{"id": "x1", "category": "writing", "prompt": "Write."}\n')
+    data = base()
+    data["workloads"] = {"a": {"source": "file", "path": str(f)}, "b": {"source": "file", "path": str(f)}}
+    with pytest.raises(ConfigError, match=r"duplicate prompt id 'x1' \(workloads 'a' and 'b'\)"):
+        build_prompt_set(load_study(write(tmp_path, data)))
+
+
+def test_discovery_split_is_stratified_by_category():
+    from specproof.study.workloads import split_discovery
+    recs = [{"id": f"{c}{i}", "category": c, "workload": "w"} for c in "ABC" for i in range(4)]
+    disc, res = split_discovery(recs, 0.5)
+    assert sorted(r["category"] for r in disc) == list("AABBCC")
+    assert sorted(r["category"] for r in res) == list("AABBCC")
+    one = [{"id": f"p{i}", "category": "chat", "workload": "w"} for i in range(6)]
+    assert [r["id"] for r in split_discovery(one, 0.5)[0]] == ["p0", "p1", "p2"]  # file order, as before

@@ -17,6 +17,8 @@ One speculative round (propose -> verify -> accept -> commit), as in Leviathan e
 """
 from __future__ import annotations
 
+import math
+
 import time
 from dataclasses import dataclass
 
@@ -44,8 +46,8 @@ class DecodeSettings:
     def validate(self) -> None:
         if self.max_new_tokens < 1:
             raise ConfigError(f"max_new_tokens must be >= 1 (got {self.max_new_tokens})")
-        if self.temperature < 0:
-            raise ConfigError(f"temperature must be >= 0 (got {self.temperature})")
+        if not math.isfinite(self.temperature) or self.temperature < 0:
+            raise ConfigError(f"temperature must be a finite number >= 0 (got {self.temperature})")
         if self.verify_mode not in VERIFY_MODES:
             raise ConfigError(f"verify_mode must be one of {VERIFY_MODES} (got {self.verify_mode!r})")
 

@@ -18,23 +18,57 @@ from scipy import stats
 from ..decode.decoding import DecodeSettings, decode_speculative
 from ..decode.drafters import ModelDrafter
 from ..decode.policies import FixedPolicy
-from ..decode.sampling import (Sampler, acceptance_probability, residual_distribution, sample_from,
-                               softmax)
+from ..decode.sampling import Sampler, acceptance_probability, sample_from, softmax
 from ..models.mock import MockBackend
 from .pit import pit_rank_values, pit_values, uniformity
 
 
 # ---------------------------------------------------------------- level 1
 
-def output_distribution(p: np.ndarray, q: np.ndarray) -> np.ndarray:
-    """Exact law of the accept/reject step: P(y) = q(y) a(y) + sum_x q(x)(1 - a(x)) r(y),
-    a(x) = min(1, p(x)/q(x)), r = norm(max(0, p - q))."""
-    out = np.zeros_like(p)
-    r = residual_distribution(p, q)
-    for x in np.flatnonzero(q):
-        a = acceptance_probability(p, q, int(x))
+class _ScriptedUniforms:
+    """Stands in for np.random.Generator: ``random()`` returns the scripted values in turn,
+    so the sampler's own code can be driven down each of its branches."""
+
+    def __init__(self, *values: float):
+        self._values = list(values)
+
+    def random(self) -> float:
+        return self._values.pop(0)
+
+
+def _switch_point(pred, iters: int = 64) -> float:
+    """For pred monotone on [0, 1) (False below a point, True from it on): that point, to
+    within 2^-iters; 1.0 when pred never holds."""
+    if not pred(np.nextafter(1.0, 0.0)):
+        return 1.0
+    lo, hi = 0.0, np.nextafter(1.0, 0.0)
+    if pred(lo):
+        return 0.0
+    for _ in range(iters):
+        mid = (lo + hi) / 2
+        lo, hi = (lo, mid) if pred(mid) else (mid, hi)
+    return hi
+
+
+def step_distribution(sampler: Sampler, logits: np.ndarray, q: np.ndarray) -> np.ndarray:
+    """The exact law of ``sampler.verify_token(logits, x, q, rng)`` with x ~ q, measured on
+    the sampler's own code. verify_token draws u ~ U[0, 1) and accepts x iff u lies below a
+    threshold a(x); on rejection it draws the residual token by inverse CDF from a second
+    uniform u2, a step function of u2 that does not decrease. Bisection on scripted
+    uniforms finds a(x) and every step of u2, so
+        P(y) = sum_x q(x) [a(x) 1(y = x) + (1 - a(x)) |{u2 : token(u2) = y}|]
+    up to 2^-64 per breakpoint (Leviathan et al. 2023, Theorem 1: P = p)."""
+    v = len(q)
+    out = np.zeros(v)
+    for x in map(int, np.flatnonzero(q)):
+        a = _switch_point(lambda u: not sampler.verify_token(logits, x, q, _ScriptedUniforms(u, 0.0))[0])
         out[x] += q[x] * a
-        out += q[x] * (1.0 - a) * r
+        if a >= 1.0:
+            continue
+        u_reject = (a + 1.0) / 2
+        token = lambda u2: sampler.verify_token(logits, x, q, _ScriptedUniforms(u_reject, u2))[1]
+        edges = [0.0] + [_switch_point(lambda u2, y=y: token(u2) >= y) for y in range(1, v)] + [1.0]
+        out += q[x] * (1.0 - a) * np.diff(edges)
     return out
 
 
@@ -45,15 +79,18 @@ def _random_dist(rng, v, support=None):
     return p / p.sum()
 
 
-def level1(seed: int, draws: int = 50_000) -> dict:
+def level1(seed: int, draws: int = 50_000, sampler: Sampler | None = None) -> dict:
+    """Level 1 on synthetic (p, q): the exact law of ``sampler``'s accept/reject step
+    (``step_distribution``) against p, and a chi-square of seeded draws of the whole step."""
+    sampler = sampler or Sampler(1.0)
     rng = np.random.default_rng(seed)
     cases = [(8, None, None), (8, 4, None), (8, None, 3), (16, 6, 6)]
     out = []
     for v, ps, qs in cases:
         p, q = _random_dist(rng, v, ps), _random_dist(rng, v, qs)
-        exact_err = float(np.abs(output_distribution(p, q) - p).max())
-        sampler, draw_rng = Sampler(1.0), np.random.default_rng(seed + v)
-        logits = np.log(np.where(p > 0, p, 1e-300))
+        logits = np.log(np.where(p > 0, p, 1e-300))  # T = 1 softmax recovers p
+        exact_err = float(np.abs(step_distribution(sampler, logits, q) - p).max())
+        draw_rng = np.random.default_rng(seed + v)
         counts = np.zeros(v)
         for _ in range(draws):
             x = sample_from(q, draw_rng.random())

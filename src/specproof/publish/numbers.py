@@ -56,6 +56,8 @@ def study_numbers(a: StudyAnalysis, manifest_sha256: str | None, prefix: str | N
     put("machine.ram_gib", cpu.get("ram_gib"), "GiB", "provenance.json")
     for pkg in ("torch", "transformers", "llama-cpp-python"):
         put(f"software.{pkg}", a.provenance["packages"].get(pkg), "version", "provenance.json")
+    put("software.git_commit", str(a.provenance.get("git", {}).get("commit") or "unknown")[:10], "text",
+        "provenance.json")
     put("software.llama_cmake_args", (a.provenance.get("llama_cpp", {}).get("build") or {}).get("cmake_args"),
         "text", "provenance.json")
     pairs = a.provenance["study"]["config"]["pairs"]

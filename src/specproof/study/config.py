@@ -4,6 +4,7 @@ Every error names the file and the field, in one line.
 """
 from __future__ import annotations
 
+import functools
 import itertools
 from importlib import resources
 from dataclasses import dataclass
@@ -24,11 +25,17 @@ def studies_dir() -> Path:
     return Path(os.environ.get("SPECPROOF_STUDIES", STUDIES))
 
 
-def _validate(data: dict, schema_name: str, where: Path) -> None:
+@functools.cache
+def _validator(schema_name: str):
     import jsonschema
     schema = yaml.safe_load(resources.files(__package__).joinpath("schemas", schema_name).read_text())
-    validator = jsonschema.Draft202012Validator(schema)
-    errors = sorted(validator.iter_errors(data), key=lambda e: list(e.absolute_path))
+    return jsonschema.Draft202012Validator(schema)
+
+
+def validate(data, schema_name: str, where) -> None:
+    """Validate ``data`` against ``schemas/<schema_name>``; the first error is one line naming
+    ``where`` and the field."""
+    errors = sorted(_validator(schema_name).iter_errors(data), key=lambda e: list(e.absolute_path))
     if errors:
         err = errors[0]
         field = ".".join(str(p) for p in err.absolute_path) or "(top level)"
@@ -130,7 +137,7 @@ def load_study(name_or_path: str | Path) -> Study:
             known = ", ".join(sorted(p.stem for p in studies_dir().glob("*.yaml")))
             raise ConfigError(f"unknown study {name_or_path!r}: no {path} (known: {known})")
     data = load_yaml(path)
-    _validate(data, "study.schema.yaml", path)
+    validate(data, "study.schema.yaml", path)
     if path.stem != data["name"]:
         raise ConfigError(f"{path}: field name: {data['name']!r} differs from the file name {path.stem!r}")
     for i, pair in enumerate(data["pairs"]):
@@ -143,5 +150,5 @@ def load_study(name_or_path: str | Path) -> Study:
 
 def load_config(path: Path) -> dict:
     data = load_yaml(path)
-    _validate(data, "config.schema.yaml", path)
+    validate(data, "config.schema.yaml", path)
     return data

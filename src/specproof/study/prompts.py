@@ -15,6 +15,7 @@ import json
 from pathlib import Path
 
 from ..errors import ConfigError
+from .config import validate
 
 PROMPTS_DIR = Path(__file__).resolve().parents[3] / "prompts"
 CHAT_SET = PROMPTS_DIR / "chat.jsonl"
@@ -45,21 +46,13 @@ def chat_prompts(n: int) -> list[dict]:
 
 
 def normalize(rec: dict, where: str) -> dict:
+    """One prompt record, validated against schemas/prompt.schema.yaml, in our form
+    {id, category, prompt, format}."""
+    validate(rec, "prompt.schema.yaml", where)
     if "turns" in rec:
-        turns = rec["turns"]
-        if not isinstance(turns, list) or not turns or not isinstance(turns[0], str):
-            raise ConfigError(f"{where}: field 'turns' must be a non-empty list of strings")
         return {"id": str(rec.get("question_id", rec.get("id"))),
-                "category": str(rec.get("category", "chat")), "prompt": turns[0], "format": "chat"}
-    for key in ("id", "prompt"):
-        if key not in rec:
-            raise ConfigError(f"{where}: missing field {key!r} (need id, category, prompt or "
-                              "question_id, category, turns)")
-    if not str(rec["prompt"]).strip():
-        raise ConfigError(f"{where}: field 'prompt' is empty")
+                "category": str(rec.get("category", "chat")), "prompt": rec["turns"][0], "format": "chat"}
     fmt = rec.get("format", "chat" if rec.get("category") == "chat" else "raw")
-    if fmt not in ("raw", "chat"):
-        raise ConfigError(f"{where}: field 'format' must be raw or chat (got {fmt!r})")
     return {"id": str(rec["id"]), "category": str(rec.get("category", "default")),
             "prompt": str(rec["prompt"]), "format": fmt}
 
@@ -68,8 +61,12 @@ def load(path: Path) -> list[dict]:
     path = Path(path)
     if not path.is_file():
         raise ConfigError(f"{path}: prompt file does not exist")
+    try:
+        text = path.read_bytes().decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{path}: not UTF-8 text (byte {exc.start} is {exc.object[exc.start]:#04x})") from None
     out = []
-    for i, line in enumerate(path.read_text().splitlines(), start=1):
+    for i, line in enumerate(text.splitlines(), start=1):
         if not line.strip():
             continue
         try:
@@ -79,10 +76,20 @@ def load(path: Path) -> list[dict]:
         out.append(normalize(rec, f"{path}:{i}"))
     if not out:
         raise ConfigError(f"{path}: no prompts")
-    ids = [r["id"] for r in out]
-    if len(set(ids)) != len(ids):
-        raise ConfigError(f"{path}: duplicate prompt ids")
+    check_unique_ids(out, str(path))
     return out
+
+
+def check_unique_ids(records: list[dict], where: str) -> None:
+    """Later stages key on the prompt id: refuse a repeated one, naming it (and the
+    workloads it appears in, when the records carry one)."""
+    seen: dict[str, dict] = {}
+    for r in records:
+        if r["id"] in seen:
+            first, again = seen[r["id"]].get("workload"), r.get("workload")
+            place = f" (workloads {first!r} and {again!r})" if first and again else ""
+            raise ConfigError(f"{where}: duplicate prompt id {r['id']!r}{place}")
+        seen[r["id"]] = r
 
 
 def write(records: list[dict], path: Path) -> None:

@@ -23,6 +23,7 @@ def build_prompt_set(study: Study) -> list[dict]:
             path = Path(spec["path"])
             recs = P.load(path if path.is_absolute() else ROOT / path)[: n or None]
         out.extend(dict(r, workload=workload) for r in recs)
+    P.check_unique_ids(out, str(study.path))
     return out
 
 
@@ -35,12 +36,22 @@ def prompt_ids(backend: Backend, rec: dict) -> list[int]:
 
 
 def split_discovery(records: list[dict], fraction: float) -> tuple[list[dict], list[dict]]:
-    """Discovery / reserved split, stratified by workload: the first ``fraction`` of each
-    workload's prompts (in file order) are for discovery."""
+    """Discovery / reserved split, stratified by workload and category: within a workload the
+    prompts are dealt round-robin over their categories (each category in file order), and
+    the first ``fraction`` of that order is for discovery, so a file sorted by category does
+    not put whole categories on one side. A workload of one category splits in file order."""
     disc, res = [], []
     for wl in dict.fromkeys(r["workload"] for r in records):
-        group = [r for r in records if r["workload"] == wl]
+        group = _deal_by_category([r for r in records if r["workload"] == wl])
         cut = max(1, min(len(group) - 1, round(fraction * len(group))))
         disc += group[:cut]
         res += group[cut:]
     return disc, res
+
+
+def _deal_by_category(group: list[dict]) -> list[dict]:
+    by_cat: dict[str, list[dict]] = {}
+    for r in group:
+        by_cat.setdefault(r.get("category"), []).append(r)
+    depth = max(len(v) for v in by_cat.values())
+    return [v[i] for i in range(depth) for v in by_cat.values() if i < len(v)]
