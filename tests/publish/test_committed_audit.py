@@ -15,5 +15,9 @@ def test_committed_numbers_are_recomputed_from_the_frozen_sets():
     report = audit(sets, ROOT / "manifests", ROOT / "paper" / "build" / "numbers.json",
                    ROOT / "benchmarks" / "results")
     assert any("numbers recomputed from frozen records" in line for line in report)
+    # frozen before the stages wrote their raw records: the audit says what it only copied
+    for set_id in sets:
+        copied = [line for line in report if line.startswith(f"{set_id}: ") and "only against a summary" in line]
+        assert len(copied) == 1 and "from level1.json" in copied[0] and "from prediction.json" in copied[0]
     if len(sets) > 1:
         assert any(line.startswith("machines:") for line in report)

@@ -1,6 +1,6 @@
 rule analyze:
     input:
-        [f"{RESULTS}/{{study}}/{f}" for f in RAW],
+        [f"{RESULTS}/{{study}}/{f}" for f in RAW + OPTIONAL],
     output:
         [f"{RESULTS}/{{study}}/{f}" for f in DERIVED],
     log:

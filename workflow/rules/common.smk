@@ -2,7 +2,7 @@ from pathlib import Path
 
 from snakemake.utils import validate
 from specproof.publish.figures import NAMES as FIGURE_NAMES
-from specproof.publish.manifests import DERIVED, RAW, is_frozen, set_dir, split_set
+from specproof.publish.manifests import DERIVED, OPTIONAL, RAW, is_frozen, set_dir, split_set
 
 # the schemas ship inside the package (importlib.resources), so an installed specproof finds them
 validate(config, "../../src/specproof/study/schemas/config.schema.yaml")
@@ -30,12 +30,20 @@ def records(set_id):
     return f"{RESULTS}/{split_set(set_id)[0]}"
 
 
+def record_files(set_id):
+    """The files a record set holds: every raw and derived record; the optional raw records
+    (written by newer stages) too, except where a frozen set predates them."""
+    d = records(set_id)
+    optional = [f for f in OPTIONAL if not is_frozen(MANIFESTS, set_id) or Path(d, f).is_file()]
+    return [f"{d}/{f}" for f in RAW + optional + DERIVED]
+
+
 def set_records(wildcards):
-    return [f"{records(wildcards.set)}/{f}" for f in RAW + DERIVED]
+    return record_files(wildcards.set)
 
 
 def all_study_records(wildcards=None):
-    return [f"{records(s)}/{f}" for s in config["studies"] for f in RAW + DERIVED]
+    return [f for s in config["studies"] for f in record_files(s)]
 
 
 def head_machines():

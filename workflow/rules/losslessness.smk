@@ -52,6 +52,7 @@ rule predicted:
         f"{RESULTS}/{{study}}/prediction_seal.json",
     output:
         f"{RESULTS}/{{study}}/prediction.json",
+        f"{RESULTS}/{{study}}/prediction_live.parquet",
     log:
         f"{RESULTS}/{{study}}/logs/predicted.log",
     conda:
@@ -101,6 +102,7 @@ rule level1:
         f"{RESULTS}/{{study}}/provenance.json",
     output:
         f"{RESULTS}/{{study}}/level1.json",
+        f"{RESULTS}/{{study}}/level1.parquet",
     log:
         f"{RESULTS}/{{study}}/logs/level1.log",
     conda:
@@ -117,6 +119,7 @@ rule level2:
         f"{RESULTS}/{{study}}/provenance.json",
     output:
         f"{RESULTS}/{{study}}/level2.json",
+        f"{RESULTS}/{{study}}/level2.parquet",
     log:
         f"{RESULTS}/{{study}}/logs/level2.log",
     conda:
@@ -134,6 +137,7 @@ rule calibration:
     output:
         f"{RESULTS}/{{study}}/calibration.parquet",
         f"{RESULTS}/{{study}}/calibration.json",
+        f"{RESULTS}/{{study}}/calibration_power.parquet",
     log:
         f"{RESULTS}/{{study}}/logs/calibration.log",
     conda:

@@ -39,6 +39,9 @@ rule advise:
         f"{RESULTS}/{{study}}/micro.parquet",
     output:
         f"{RESULTS}/{{study}}/advise.parquet",
+        f"{RESULTS}/{{study}}/advise_micro.parquet",
+        f"{RESULTS}/{{study}}/advise_rounds.parquet",
+        f"{RESULTS}/{{study}}/advise_runs.parquet",
     log:
         f"{RESULTS}/{{study}}/logs/advise.log",
     conda:

@@ -3,8 +3,11 @@ so the audit can recompute it from a frozen manifest without running a model.
 
 Raw records (written by model-running stages): reference.parquet (+ seal), runs.parquet,
 rounds.parquet, micro.parquet, pit.parquet, batch_invariance.parquet,
-qualification.parquet, margins.parquet, prediction.json, level1.json, level2.json,
-calibration.parquet, calibration.json, provenance.json, advise.parquet.
+qualification.parquet, margins.parquet, prediction_seal.json, calibration.parquet,
+provenance.json, and, in sets frozen since they were written, calibration_power.parquet,
+level1.parquet, level2.parquet, prediction_live.parquet and advise_{micro,rounds,runs}.parquet.
+The stages' summaries (calibration.json, level1.json, level2.json, prediction.json,
+advise.parquet) are recomputed from those (``summaries``); read only where a set lacks them.
 Derived: agreement.parquet, costs.parquet, stats.json, certificate.json.
 """
 from __future__ import annotations
@@ -20,6 +23,7 @@ from .certificate import certificate
 from .costs import config_costs, run_costs
 from ..records import check_seal, read_json, read_parquet, write_json, write_parquet
 from .statistics import acceptance_stats, speedup_stats
+from .summaries import recompute
 
 
 @dataclass
@@ -42,6 +46,7 @@ class StudyAnalysis:
     prediction: dict
     micro: pd.DataFrame
     advise: pd.DataFrame | None
+    sources: dict[str, str]  # summary number group -> the file it is computed from (summaries.Summaries)
 
 
 def analyze(d: Path) -> StudyAnalysis:
@@ -54,18 +59,19 @@ def analyze(d: Path) -> StudyAnalysis:
     margins = read_parquet(d / "margins.parquet") if (d / "margins.parquet").exists() else None
     agree = agreement_table(runs, qual, reference, margins)
     costs = run_costs(runs, rounds)
-    cal = read_json(d / "calibration.json")
     alpha = float(prov["study"]["config"].get("certificate", {}).get("alpha", 0.05))
+    pit = read_parquet(d / "pit.parquet")
+    summ = recompute(d, alpha, int((pit["path"] == "speculative").sum()))
+    cal = summ.calibration
     return StudyAnalysis(
         name=prov["study"]["name"], provenance=prov, runs=runs, agreement=agree,
         agreement_counts=agreement_counts(agree), costs=costs,
         config_costs=config_costs(costs, rounds, micro),
         speedups=speedup_stats(costs, seed), acceptance=acceptance_stats(costs, rounds, seed),
-        certificate=certificate(read_parquet(d / "pit.parquet"), cal, seed, alpha),
-        calibration=cal, level1=read_json(d / "level1.json"), level2=read_json(d / "level2.json"),
+        certificate=certificate(pit, cal, seed, alpha),
+        calibration=cal, level1=summ.level1, level2=summ.level2,
         batch_invariance=read_parquet(d / "batch_invariance.parquet"), qualification=qual,
-        prediction=read_json(d / "prediction.json"), micro=micro,
-        advise=read_parquet(d / "advise.parquet") if (d / "advise.parquet").exists() else None)
+        prediction=summ.prediction, micro=micro, advise=summ.advise, sources=summ.sources)
 
 
 def write_derived(a: StudyAnalysis, out: Path) -> None:

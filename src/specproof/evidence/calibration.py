@@ -79,9 +79,35 @@ def _random_dist(rng, v, support=None):
     return p / p.sum()
 
 
-def level1(seed: int, draws: int = 50_000, sampler: Sampler | None = None) -> dict:
-    """Level 1 on synthetic (p, q): the exact law of ``sampler``'s accept/reject step
-    (``step_distribution``) against p, and a chi-square of seeded draws of the whole step."""
+def level1_case(v: int, p_support: int, q_support: int, p: np.ndarray, q: np.ndarray,
+                counts: np.ndarray, sampler: Sampler | None = None) -> dict:
+    """One level-1 case from its distributions and the tally of its draws: the largest
+    error max_y |P(y) - p(y)| (probability) of the exact law of ``sampler``'s step, measured
+    on its own code (``step_distribution``, T = 1), and the chi-square p-value of the counts
+    against draws * p over p's support. The audit recomputes it from level1.parquet."""
+    p, q, counts = (np.asarray(x, dtype=np.float64) for x in (p, q, counts))
+    sampler = sampler or Sampler(1.0)
+    draws = int(counts.sum())
+    sup = p > 1e-12
+    chi = stats.chisquare(counts[sup], draws * p[sup] / p[sup].sum())
+    logits = np.log(np.where(p > 0, p, 1e-300))  # T = 1 softmax recovers p
+    exact = step_distribution(sampler, logits, q)
+    return {"vocab": int(v), "p_support": int(p_support), "q_support": int(q_support),
+            "exact_max_abs_error": float(np.abs(exact - p).max()), "draws": draws,
+            "chi2_pvalue": float(chi.pvalue), "mass_outside_support": float(counts[~sup].sum())}
+
+
+def level1_summary(cases: list[dict]) -> dict:
+    return {"cases": cases, "max_exact_error": max(c["exact_max_abs_error"] for c in cases),
+            "min_chi2_pvalue": min(c["chi2_pvalue"] for c in cases)}
+
+
+def level1(seed: int, draws: int = 50_000, records: list | None = None,
+           sampler: Sampler | None = None) -> dict:
+    """Level 1 on synthetic (p, q): the exact law of ``sampler``'s accept/reject step against
+    p, and a chi-square of seeded draws of the whole step. ``records``, when given, receives
+    one row per case and token: the case's p, q and how many of its draws gave that token
+    (the raw record level1.parquet)."""
     sampler = sampler or Sampler(1.0)
     rng = np.random.default_rng(seed)
     cases = [(8, None, None), (8, 4, None), (8, None, 3), (16, 6, 6)]
@@ -89,19 +115,17 @@ def level1(seed: int, draws: int = 50_000, sampler: Sampler | None = None) -> di
     for v, ps, qs in cases:
         p, q = _random_dist(rng, v, ps), _random_dist(rng, v, qs)
         logits = np.log(np.where(p > 0, p, 1e-300))  # T = 1 softmax recovers p
-        exact_err = float(np.abs(step_distribution(sampler, logits, q) - p).max())
         draw_rng = np.random.default_rng(seed + v)
         counts = np.zeros(v)
         for _ in range(draws):
             x = sample_from(q, draw_rng.random())
             counts[sampler.verify_token(logits, x, q, draw_rng)[1]] += 1
-        sup = p > 1e-12
-        chi = stats.chisquare(counts[sup], draws * p[sup] / p[sup].sum())
-        out.append({"vocab": v, "p_support": ps or v, "q_support": qs or v,
-                    "exact_max_abs_error": exact_err, "draws": draws,
-                    "chi2_pvalue": float(chi.pvalue), "mass_outside_support": float(counts[~sup].sum())})
-    return {"cases": out, "max_exact_error": max(c["exact_max_abs_error"] for c in out),
-            "min_chi2_pvalue": min(c["chi2_pvalue"] for c in out)}
+        out.append(level1_case(v, ps or v, qs or v, p, q, counts, sampler))
+        if records is not None:
+            records += [{"case": len(out) - 1, "vocab": v, "p_support": ps or v, "q_support": qs or v,
+                         "token": t, "p": float(p[t]), "q": float(q[t]), "count": int(counts[t])}
+                        for t in range(v)]
+    return level1_summary(out)
 
 
 # ---------------------------------------------------------------- level 2, calibration
@@ -164,23 +188,37 @@ def _spec_tokens(target, draft, n_tokens, temperature, seed, sampler_cls=Sampler
     return np.concatenate(us)
 
 
-def level2(seed: int, n_tokens: int = 4000) -> dict:
+def level2_tests(u: np.ndarray) -> dict:
+    """Uniformity of level 2's PIT values, columns id, rank and ratio order."""
+    u = np.asarray(u, dtype=np.float64)
+    return {**uniformity(u[:, 0]), "rank_order": uniformity(u[:, 1]), "ratio_order": uniformity(u[:, 2])}
+
+
+LEVEL2_COLUMNS = ["u", "u_rank", "u_ratio"]
+
+
+def level2(seed: int, n_tokens: int = 4000, records: list | None = None) -> dict:
+    """``records``, when given, receives the PIT values (one row per token, LEVEL2_COLUMNS:
+    the raw record level2.parquet)."""
     target, draft = mock_pair(seed)
     u = _spec_tokens(target, draft, n_tokens, 1.0, seed)
-    return {"model": "mock", **MOCK, "draft_noise": 1.2, "k": 4, "temperature": 1.0,
-            **uniformity(u[:, 0]), "rank_order": uniformity(u[:, 1]), "ratio_order": uniformity(u[:, 2])}
+    if records is not None:
+        records += [dict(zip(LEVEL2_COLUMNS, map(float, row))) for row in u]
+    return {"model": "mock", **MOCK, "draft_noise": 1.2, "k": 4, "temperature": 1.0, **level2_tests(u)}
 
 
 def _temperature_power(n_tokens: int, deltas, reps: int, alpha: float, seed: int,
-                       order: str) -> list[dict]:
+                       order: str, records: list | None = None) -> list[dict]:
     """Power of the KS-PIT test against sampling at T(1 + delta) instead of T = 1, at
-    n_tokens i.i.d. mock positions; TV is the mean per-token total variation."""
+    n_tokens i.i.d. mock positions; TV is the mean per-token total variation.
+    ``records``, when given, receives one row per repetition (order, delta, rep,
+    tv_per_token, ks_pvalue: the raw record calibration_power.parquet)."""
     rng = np.random.default_rng(seed)
     v = MOCK["vocab_size"]
     out = []
     for delta in deltas:
         rejections, tvs = 0, []
-        for _ in range(reps):
+        for rep in range(reps):
             logits = MOCK["scale"] * rng.standard_normal((n_tokens, v))
             p, p_bad = softmax(logits, 1.0), softmax(logits, 1.0 + delta)
             cdf = np.cumsum(p_bad, axis=1)
@@ -193,8 +231,12 @@ def _temperature_power(n_tokens: int, deltas, reps: int, alpha: float, seed: int
             else:
                 q = softmax(logits + 1.2 * rng.standard_normal((n_tokens, v)), 1.0)
                 u = pit_rank_values(p, x, v_, key=q / p)
-            rejections += stats.kstest(u, "uniform").pvalue < alpha
+            pvalue = float(stats.kstest(u, "uniform").pvalue)
+            rejections += pvalue < alpha
             tvs.append(float(0.5 * np.abs(p - p_bad).sum(axis=1).mean()))
+            if records is not None:
+                records.append({"order": order, "delta": float(delta), "rep": rep,
+                                "tv_per_token": tvs[-1], "ks_pvalue": pvalue})
         out.append({"delta": float(delta), "tv_per_token": float(np.mean(tvs)),
                     "power": rejections / reps})
     return out
@@ -211,10 +253,21 @@ def detectable_tv(curve: list[dict], target_power: float = 0.8) -> float:
     return float("nan")
 
 
+def power_curve(records: pd.DataFrame, alpha: float) -> list[dict]:
+    """The power curve from its repetitions (one order): per delta, power = the share of
+    repetitions whose KS p-value is below alpha, TV = the mean per-token TV."""
+    out = []
+    for delta, g in records.groupby("delta", sort=True):
+        out.append({"delta": float(delta), "tv_per_token": float(np.mean(g["tv_per_token"].tolist())),
+                    "power": int((g["ks_pvalue"] < alpha).sum()) / len(g)})
+    return out
+
+
 def calibrate(n_tokens: int, reps: int, alpha: float, seed: int,
-              violation_reps: int = 30) -> tuple[pd.DataFrame, dict]:
+              violation_reps: int = 30, power_records: list | None = None) -> tuple[pd.DataFrame, dict]:
     """Null p-values over ``reps`` seeded repetitions (uniform if the test is valid),
-    rejection rates of planted violations, and the power curve for detectable TV."""
+    rejection rates of planted violations, and the power curve for detectable TV
+    (``power_records`` receives its repetitions, see ``_temperature_power``)."""
     n_cal = max(200, min(n_tokens, 3000))
     target, draft = mock_pair(seed)
     rows = []
@@ -233,7 +286,7 @@ def calibrate(n_tokens: int, reps: int, alpha: float, seed: int,
                          "ratio_chi2_pvalue": res_ratio["chi2_pvalue"]})
     table = pd.DataFrame(rows)
     deltas = [0.01, 0.02, 0.04, 0.08, 0.16, 0.32, 0.64]
-    curves = {o: _temperature_power(max(n_tokens, 50), deltas, 60, alpha, seed, o)
+    curves = {o: _temperature_power(max(n_tokens, 50), deltas, 60, alpha, seed, o, power_records)
               for o in ("id", "rank", "ratio")}
     return table, summarize_calibration(table, curves, alpha, n_tokens)
 

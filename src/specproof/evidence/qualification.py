@@ -111,8 +111,11 @@ def seal_predictions(study: Study, prompt_set: list[dict], out: Path) -> None:
                 "sealed_at": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")}, out)
 
 
-def run_predicted(study: Study, prompt_set: list[dict], sealed: Path, out: Path) -> None:
-    """Live serialized runs on the reserved prompts, compared to the sealed predictions."""
+def run_predicted(study: Study, prompt_set: list[dict], sealed: Path, out: Path,
+                  live_out: Path | None = None) -> None:
+    """Live serialized runs on the reserved prompts, compared to the sealed predictions.
+    ``live_out`` receives the live runs' ids (target, prompt_id, ids), the raw record the
+    audit recounts P from (``prediction_counts``)."""
     seal = read_json(sealed)
     if sha256_text(canonical_json(seal["predictions"])) != seal["predictions_sha256"]:
         raise SpecproofError(f"{sealed}: predictions changed after sealing (predictions_sha256 mismatch)")
@@ -125,11 +128,25 @@ def run_predicted(study: Study, prompt_set: list[dict], sealed: Path, out: Path)
             ids = prompt_ids(target, rec)
             r = decode_speculative(target, pool.drafter(dname, target, 0.0, settings.seed), ids,
                                    settings, make_policy("fixed", 4))
-            live.append({"target": tname, "prompt_id": rec["id"],
-                         "match": r.new_ids == seal["predictions"][f"{tname}|{rec['id']}"]})
-    per_target = {t: {"matched": sum(x["match"] for x in live if x["target"] == t),
-                      "total": sum(1 for x in live if x["target"] == t)} for t in study.target_names}
+            live.append({"target": tname, "prompt_id": rec["id"], "ids": list(r.new_ids)})
+    counts = prediction_counts(seal, live)
+    if live_out is not None:
+        write_parquet(pd.DataFrame(live, columns=["target", "prompt_id", "ids"]), live_out)
     write_json({"hypothesis": seal["hypothesis"], "predictions_sha256": seal["predictions_sha256"],
-                "discovery_holds": sum(d["holds"] for d in seal["discovery"]),
-                "discovery_total": len(seal["discovery"]), "live": live, "per_target": per_target,
-                "P_matched": sum(x["match"] for x in live), "P_total": len(live)}, out)
+                **counts}, out)
+
+
+def prediction_counts(seal: dict, live: list[dict]) -> dict:
+    """Endpoint P from the sealed predictions and the live runs' ids: a live run matches
+    when its ids equal the prediction sealed for its (target, prompt); P_matched counts
+    the matches over P_total live runs, per target too. discovery_holds counts the
+    discovery prompts on which the hypothesis held before sealing."""
+    rows = [{"target": x["target"], "prompt_id": x["prompt_id"],
+             "match": list(x["ids"]) == list(seal["predictions"][f"{x['target']}|{x['prompt_id']}"])}
+            for x in live]
+    per_target = {t: {"matched": sum(x["match"] for x in rows if x["target"] == t),
+                      "total": sum(1 for x in rows if x["target"] == t)}
+                  for t in dict.fromkeys(x["target"] for x in rows)}
+    return {"discovery_holds": sum(d["holds"] for d in seal["discovery"]),
+            "discovery_total": len(seal["discovery"]), "live": rows, "per_target": per_target,
+            "P_matched": sum(x["match"] for x in rows), "P_total": len(rows)}

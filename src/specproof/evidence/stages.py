@@ -102,17 +102,24 @@ def stage_predict(study: Study, d: Path) -> None:
 
 def stage_predicted(study: Study, d: Path) -> None:
     from .qualification import run_predicted
-    run_predicted(study, load_prompt_set(d), d / "prediction_seal.json", d / "prediction.json")
+    run_predicted(study, load_prompt_set(d), d / "prediction_seal.json", d / "prediction.json",
+                  d / "prediction_live.parquet")
 
 
 def stage_level1(study: Study, d: Path) -> None:
     from .calibration import level1
-    write_json(level1(seed=study.settings["seed"]), d / "level1.json")
+    draws: list[dict] = []
+    summary = level1(seed=study.settings["seed"], records=draws)
+    write_parquet(pd.DataFrame(draws), d / "level1.parquet")
+    write_json(summary, d / "level1.json")
 
 
 def stage_level2(study: Study, d: Path) -> None:
     from .calibration import level2
-    write_json(level2(seed=study.settings["seed"]), d / "level2.json")
+    pit: list[dict] = []
+    summary = level2(seed=study.settings["seed"], records=pit)
+    write_parquet(pd.DataFrame(pit), d / "level2.parquet")
+    write_json(summary, d / "level2.json")
 
 
 def stage_calibration(study: Study, d: Path) -> None:
@@ -120,9 +127,11 @@ def stage_calibration(study: Study, d: Path) -> None:
     pit = read_parquet(d / "pit.parquet")
     n_tokens = int((pit["path"] == "speculative").sum())
     cfg = study.section("certificate", calibration_repetitions=200, alpha=0.05)
+    power: list[dict] = []
     table, summary = calibrate(n_tokens, cfg["calibration_repetitions"], cfg["alpha"],
-                               seed=study.settings["seed"])
+                               seed=study.settings["seed"], power_records=power)
     write_parquet(table, d / "calibration.parquet")
+    write_parquet(pd.DataFrame(power), d / "calibration_power.parquet")
     write_json(summary, d / "calibration.json")
 
 
@@ -136,7 +145,8 @@ def stage_margins(study: Study, d: Path) -> None:
 
 def stage_advise(study: Study, d: Path) -> None:
     from .advise import advise_study
-    advise_study(study, load_prompt_set(d), d / "advise.parquet")
+    advise_study(study, load_prompt_set(d), d / "advise.parquet", d / "advise_micro.parquet",
+                 d / "advise_rounds.parquet", d / "advise_runs.parquet")
 
 
 STAGES: dict[str, Stage] = {

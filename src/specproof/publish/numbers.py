@@ -3,7 +3,10 @@
 
 Keys are '<set>.<group>.<...>' with <set> a record set, '<study>@<machine>' (or a bare
 '<study>' for unfrozen results). ``source`` names the record file the number is computed
-from; ``manifest_sha256`` is the sha256 of the frozen set's manifest.json (null for
+from: a raw record wherever the set holds one, the stage's summary file (calibration.json,
+level1.json, level2.json, prediction.json, advise.parquet) only for a set frozen before
+its raw record was written (see ``analysis.summaries``), and a code path for a level the
+code fixes; ``manifest_sha256`` is the sha256 of the frozen set's manifest.json (null for
 unfrozen results). 'machines.<study>.<...>' compare the machines a study was frozen on and
 cite every manifest they read. Benchmark numbers ('bench.<table>.<...>', see benchtables)
 carry the sha256 of their JSON instead.
@@ -42,8 +45,20 @@ def best_fixed(a: StudyAnalysis) -> dict[str, dict]:
     return out
 
 
+def summary_only(numbers: dict) -> dict[str, int]:
+    """Per summary file, how many of ``numbers`` are computed from it (not from a raw
+    record): the numbers the audit could only check against a summary."""
+    from ..analysis.summaries import SUMMARY_FILES
+    out: dict[str, int] = {}
+    for rec in numbers.values():
+        if rec["source"] in SUMMARY_FILES:
+            out[rec["source"]] = out.get(rec["source"], 0) + 1
+    return out
+
+
 def study_numbers(a: StudyAnalysis, manifest_sha256: str | None, prefix: str | None = None) -> dict:
     s = prefix or a.name
+    src = a.sources  # where the stage summaries' numbers come from (analysis.summaries)
     out: dict[str, dict] = {}
 
     def put(key: str, value, unit: str, source: str) -> None:
@@ -103,8 +118,10 @@ def study_numbers(a: StudyAnalysis, manifest_sha256: str | None, prefix: str | N
     for r in verify_ratios(a.micro).itertuples():
         put(f"verify.{r.name}.ratio", r.ratio, "x", "micro.parquet")
         put(f"verify.{r.name}.v1_ms", r.v1_ms, "ms", "micro.parquet")
-    put("stats.ci_level_pct", round(100 * _default("bootstrap_mean_ci", "level")), "%", "runs.parquet")
-    put("calibration.power_pct", round(100 * _default("detectable_tv", "target_power")), "%", "calibration.json")
+    put("stats.ci_level_pct", round(100 * _default("bootstrap_mean_ci", "level")), "%",
+        "src/specproof/analysis/statistics.py")
+    put("calibration.power_pct", round(100 * _default("detectable_tv", "target_power")), "%",
+        "src/specproof/evidence/calibration.py")
     for r in a.config_costs.itertuples():
         base = f"costs.{r.pair}.{r.config}"
         for term in ("D_real", "R_target", "X"):
@@ -131,8 +148,10 @@ def study_numbers(a: StudyAnalysis, manifest_sha256: str | None, prefix: str | N
         put(f"{base}.argmax_flips", r.argmax_flips, "positions", "batch_invariance.parquet")
         put(f"{base}.positions", r.positions, "positions", "batch_invariance.parquet")
     c = a.certificate
-    for key in ("n_tokens", "ks_pvalue", "chi2_pvalue", "detectable_tv_80", "detectable_tv_80_id_order"):
+    for key in ("n_tokens", "ks_pvalue", "chi2_pvalue"):
         put(f"certificate.{key}", c[key], "", "pit.parquet")
+    for key in ("detectable_tv_80", "detectable_tv_80_id_order"):  # from the calibration's power curve
+        put(f"certificate.{key}", c[key], "", src["power"])
     put("certificate.rank_ks_pvalue", c["rank_order"]["ks_pvalue"], "", "pit.parquet")
     put("certificate.rank_chi2_pvalue", c["rank_order"]["chi2_pvalue"], "", "pit.parquet")
     put("certificate.rejected", c["rejected"], "bool", "pit.parquet")
@@ -157,36 +176,36 @@ def study_numbers(a: StudyAnalysis, manifest_sha256: str | None, prefix: str | N
     perm = c["two_sample_permutation"]
     put("certificate.permutation.prompts", perm["prompts"], "prompts", "pit.parquet")
     put("certificate.permutation.pvalue", perm["pvalue"], "", "pit.parquet")
-    cal = a.calibration
-    put("calibration.tokens_per_repetition", cal["tokens_per_repetition"], "tokens", "calibration.json")
+    cal, cs = a.calibration, src["calibration"]
+    put("calibration.tokens_per_repetition", cal["tokens_per_repetition"], "tokens", cs)
     for order, res in cal["orders"].items():
-        put(f"calibration.{order}.null_repetitions", res["null_repetitions"], "runs", "calibration.json")
-        put(f"calibration.{order}.null_pvalues_ks_pvalue", res["null_pvalues_ks_pvalue"], "", "calibration.json")
-        put(f"calibration.{order}.null_rejection_rate", res["null_rejection_rate"], "", "calibration.json")
+        put(f"calibration.{order}.null_repetitions", res["null_repetitions"], "runs", cs)
+        put(f"calibration.{order}.null_pvalues_ks_pvalue", res["null_pvalues_ks_pvalue"], "", cs)
+        put(f"calibration.{order}.null_rejection_rate", res["null_rejection_rate"], "", cs)
         for name, v in res["violations"].items():
             if name.startswith("temperature_"):
-                put("calibration.temperature_violation", float(name.split("_", 1)[1]), "x T", "calibration.json")
-            put(f"calibration.{order}.{name}.rejection_rate", v["rejection_rate"], "", "calibration.json")
-            put(f"calibration.{order}.{name}.repetitions", v["repetitions"], "runs", "calibration.json")
-    put("level1.max_exact_error", a.level1["max_exact_error"], "probability", "level1.json")
-    put("level1.min_chi2_pvalue", a.level1["min_chi2_pvalue"], "", "level1.json")
-    put("level1.draws", a.level1["cases"][0]["draws"], "draws", "level1.json")
-    put("level2.n_tokens", a.level2["n_tokens"], "tokens", "level2.json")
-    put("level2.ks_pvalue", a.level2["ks_pvalue"], "", "level2.json")
-    put("level2.rank_ks_pvalue", a.level2["rank_order"]["ks_pvalue"], "", "level2.json")
+                put("calibration.temperature_violation", float(name.split("_", 1)[1]), "x T", cs)
+            put(f"calibration.{order}.{name}.rejection_rate", v["rejection_rate"], "", cs)
+            put(f"calibration.{order}.{name}.repetitions", v["repetitions"], "runs", cs)
+    put("level1.max_exact_error", a.level1["max_exact_error"], "probability", src["level1"])
+    put("level1.min_chi2_pvalue", a.level1["min_chi2_pvalue"], "", src["level1"])
+    put("level1.draws", a.level1["cases"][0]["draws"], "draws", src["level1"])
+    put("level2.n_tokens", a.level2["n_tokens"], "tokens", src["level2"])
+    put("level2.ks_pvalue", a.level2["ks_pvalue"], "", src["level2"])
+    put("level2.rank_ks_pvalue", a.level2["rank_order"]["ks_pvalue"], "", src["level2"])
     if "ratio_order" in a.level2:
-        put("level2.ratio_ks_pvalue", a.level2["ratio_order"]["ks_pvalue"], "", "level2.json")
+        put("level2.ratio_ks_pvalue", a.level2["ratio_order"]["ks_pvalue"], "", src["level2"])
     p = a.prediction
-    put("prediction.P_matched", p["P_matched"], "runs", "prediction.json")
-    put("prediction.P_total", p["P_total"], "runs", "prediction.json")
-    put("prediction.discovery_holds", p["discovery_holds"], "runs", "prediction.json")
-    put("prediction.discovery_total", p["discovery_total"], "runs", "prediction.json")
+    put("prediction.P_matched", p["P_matched"], "runs", src["prediction.P"])
+    put("prediction.P_total", p["P_total"], "runs", src["prediction.P"])
+    put("prediction.discovery_holds", p["discovery_holds"], "runs", src["prediction.discovery"])
+    put("prediction.discovery_total", p["discovery_total"], "runs", src["prediction.discovery"])
     if a.advise is not None:
         for r in a.advise.itertuples():
-            put(f"advise.{r.pair}.k", r.k, "K", "advise.parquet")
-            put(f"advise.{r.pair}.predicted", r.predicted_speedup, "x", "advise.parquet")
-            put(f"advise.{r.pair}.realized", r.realized_speedup, "x", "advise.parquet")
-            put(f"advise.{r.pair}.enable", bool(r.enable), "bool", "advise.parquet")
+            put(f"advise.{r.pair}.k", r.k, "K", src["advise.predicted"])
+            put(f"advise.{r.pair}.predicted", r.predicted_speedup, "x", src["advise.predicted"])
+            put(f"advise.{r.pair}.realized", r.realized_speedup, "x", src["advise.realized"])
+            put(f"advise.{r.pair}.enable", bool(r.enable), "bool", src["advise.predicted"])
     return out
 
 
@@ -253,26 +272,32 @@ def machine_numbers(analyses: dict[str, StudyAnalysis], shas: dict[str, str | No
         if all(v is not None for v in adv.values()):
             for pair in adv[sets[0]]["pair"]:
                 enables = {bool(v[v["pair"] == pair]["enable"].iloc[0]) for v in adv.values() if (v["pair"] == pair).any()}
-                put(f"advise.{pair}.changed", len(enables) > 1, "bool", "advise.parquet")
+                put(f"advise.{pair}.changed", len(enables) > 1, "bool",
+                    analyses[sets[0]].sources["advise.predicted"])
     return out
 
 
-def compare(expected: dict, actual: dict, rel: float = 1e-9) -> str | None:
-    """The first key whose value differs (or is missing), or None."""
+def compare(expected: dict, actual: dict, rel: float = 1e-9, check_source: bool = True) -> str | None:
+    """The first key whose value, source or hash differs (or is missing), or None; the
+    line names the key and the file its value is recomputed from."""
     for key in sorted(set(expected) | set(actual)):
         if key not in actual:
             return f"{key}: in numbers.json but not recomputed"
         if key not in expected:
             return f"{key}: recomputed but missing from numbers.json"
         e, v = expected[key]["value"], actual[key]["value"]
+        given = actual[key].get("source") or "the records"
         if isinstance(e, float) or isinstance(v, float):
             if e is None or v is None:
                 if e is not v:
-                    return f"{key}: numbers.json has {e}, records give {v}"
+                    return f"{key}: numbers.json has {e}, {given} gives {v}"
             elif not math.isclose(float(e), float(v), rel_tol=rel, abs_tol=1e-12):
-                return f"{key}: numbers.json has {e}, records give {v}"
+                return f"{key}: numbers.json has {e}, {given} gives {v}"
         elif e != v:
-            return f"{key}: numbers.json has {e!r}, records give {v!r}"
+            return f"{key}: numbers.json has {e!r}, {given} gives {v!r}"
+        if check_source and expected[key].get("source") != actual[key].get("source"):
+            return (f"{key}: numbers.json says it comes from {expected[key].get('source')}, "
+                    f"it is computed from {actual[key].get('source')}")
         for field in ("sha256", "manifest_sha256"):
             if expected[key].get(field) != actual[key].get(field):
                 return (f"{key}: numbers.json was computed from {expected[key].get('source')} with "

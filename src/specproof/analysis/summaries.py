@@ -1,0 +1,135 @@
+"""The stage summaries recomputed from the raw records they summarize, so the audit never
+takes a summary file's word for a number.
+
+    calibration.json   <- calibration.parquet (the null and planted-violation repetitions)
+                          and calibration_power.parquet (the power curve's repetitions)
+    level1.json        <- level1.parquet (each case's p, q and its draws' tally per token)
+    level2.json        <- level2.parquet (the PIT values of the sampled tokens)
+    prediction.json    <- prediction_seal.json (sealed predictions, discovery checks) and
+                          prediction_live.parquet (the live reserved runs' ids)
+    advise.parquet     <- advise_micro.parquet and advise_rounds.parquet (prediction),
+                          advise_runs.parquet (realized speedup)
+
+The formulas are the stages' own (``evidence.calibration``, ``evidence.qualification``,
+``evidence.advise``), applied here to the frozen rows. A record set frozen before a raw
+record was written lacks it; its numbers then come from the summary file, and
+``Summaries.sources`` names that file, so the audit can say how many numbers it could only
+check against a summary.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pandas as pd
+
+from ..errors import SpecproofError
+from ..evidence.advise import predict, realized_from_runs
+from ..evidence.calibration import (LEVEL2_COLUMNS, level1_case, level1_summary, level2_tests,
+                                    power_curve, summarize_calibration)
+from ..evidence.qualification import prediction_counts
+from ..records import canonical_json, read_json, read_parquet, sha256_text
+
+# the files whose values the audit can only copy when a set holds no raw record for them
+SUMMARY_FILES = ("calibration.json", "level1.json", "level2.json", "prediction.json", "advise.parquet")
+# raw records written by newer stages; optional in a frozen set
+RAW_RECORDS = ("calibration_power.parquet", "level1.parquet", "level2.parquet",
+               "prediction_live.parquet", "advise_micro.parquet", "advise_rounds.parquet",
+               "advise_runs.parquet")
+
+
+@dataclass
+class Summaries:
+    calibration: dict
+    level1: dict
+    level2: dict
+    prediction: dict
+    advise: pd.DataFrame | None
+    # number group -> the file its numbers are computed from: calibration, power (the
+    # detectable TVs), level1, level2, prediction.P, prediction.discovery,
+    # advise.predicted (k, predicted, enable), advise.realized
+    sources: dict[str, str] = field(default_factory=dict)
+
+
+def recompute(d: Path, alpha: float, n_tokens: int) -> Summaries:
+    """Every summary of record set ``d`` from its raw records where the set holds them.
+    ``alpha`` is the certificate's level, ``n_tokens`` the speculative tokens in
+    pit.parquet (the calibration's study size)."""
+    d = Path(d)
+    src: dict[str, str] = {}
+    has = lambda name: (d / name).is_file()  # noqa: E731
+
+    cal_json = read_json(d / "calibration.json")
+    if has("calibration_power.parquet"):
+        power = read_parquet(d / "calibration_power.parquet")
+        curves = {o: power_curve(g, alpha) for o, g in power.groupby("order", sort=False)}
+        src["power"] = "calibration_power.parquet"
+    else:
+        curves = cal_json["power_curve"]
+        src["power"] = "calibration.json"
+    calibration = summarize_calibration(read_parquet(d / "calibration.parquet"), curves, alpha, n_tokens)
+    src["calibration"] = "calibration.parquet"
+
+    if has("level1.parquet"):
+        draws = read_parquet(d / "level1.parquet").sort_values(["case", "token"], kind="stable")
+        level1 = level1_summary([level1_case(int(g["vocab"].iloc[0]), int(g["p_support"].iloc[0]),
+                                             int(g["q_support"].iloc[0]), g["p"].to_numpy(),
+                                             g["q"].to_numpy(), g["count"].to_numpy())
+                                 for _, g in draws.groupby("case", sort=True)])
+        src["level1"] = "level1.parquet"
+    else:
+        level1, src["level1"] = read_json(d / "level1.json"), "level1.json"
+
+    if has("level2.parquet"):
+        level2 = level2_tests(read_parquet(d / "level2.parquet")[LEVEL2_COLUMNS].to_numpy())
+        src["level2"] = "level2.parquet"
+    else:
+        level2, src["level2"] = read_json(d / "level2.json"), "level2.json"
+
+    seal_path = d / "prediction_seal.json"
+    seal = read_json(seal_path)
+    if sha256_text(canonical_json(seal["predictions"])) != seal["predictions_sha256"]:
+        raise SpecproofError(f"{seal_path}: field predictions: changed after sealing "
+                             "(predictions_sha256 mismatch)")
+    src["prediction.discovery"] = "prediction_seal.json"
+    if has("prediction_live.parquet"):
+        live = read_parquet(d / "prediction_live.parquet").to_dict(orient="records")
+        prediction = prediction_counts(seal, live)
+        src["prediction.P"] = "prediction_live.parquet"
+    else:
+        old = read_json(d / "prediction.json")
+        prediction = {**prediction_counts(seal, []),
+                      **{k: old[k] for k in ("live", "per_target", "P_matched", "P_total")}}
+        src["prediction.P"] = "prediction.json"
+
+    advise = read_parquet(d / "advise.parquet") if has("advise.parquet") else None
+    if advise is not None and all(has(f) for f in ("advise_micro.parquet", "advise_rounds.parquet",
+                                                     "advise_runs.parquet")):
+        advise = recompute_advise(advise, read_parquet(d / "advise_micro.parquet"),
+                                  read_parquet(d / "advise_rounds.parquet"),
+                                  read_parquet(d / "advise_runs.parquet"))
+        src["advise.predicted"], src["advise.realized"] = "advise_rounds.parquet", "advise_runs.parquet"
+    else:
+        src["advise.predicted"] = src["advise.realized"] = "advise.parquet"
+    return Summaries(calibration, level1, level2, prediction, advise, src)
+
+
+def recompute_advise(summary: pd.DataFrame, micro: pd.DataFrame, rounds: pd.DataFrame,
+                     runs: pd.DataFrame) -> pd.DataFrame:
+    """advise.parquet's rows with k, predicted_speedup, enable and draft_to_target_ratio
+    recomputed for every pair the raw records hold, from its timed calls and probe rounds
+    (``evidence.advise.predict``), and realized_speedup from its realized runs
+    (``realized_from_runs``); the other columns (target, draft, timing of the stage) are
+    shown as the summary has them. A pair only the summary holds gets no row, so the
+    audit reports its numbers as not recomputed."""
+    out, shown = [], {row["pair"]: row for row in summary.to_dict(orient="records")}
+    for pair in dict.fromkeys(rounds["pair"]):
+        row = shown.get(pair, {"pair": pair})
+        r, m, n = rounds[rounds["pair"] == pair], micro[micro["pair"] == pair], runs[runs["pair"] == pair]
+        if not (len(r) and len(m) and len(n)):
+            continue
+        res = predict(m, r, int(r["k_max"].iloc[0]))
+        out.append({**row, "k": res["k"], "predicted_speedup": res["predicted_speedup"],
+                    "enable": res["enable"], "draft_to_target_ratio": res["draft_to_target_ratio"],
+                    "realized_speedup": realized_from_runs(n)})
+    return pd.DataFrame(out, columns=summary.columns)

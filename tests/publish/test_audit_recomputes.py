@@ -1,0 +1,207 @@
+"""The audit recomputes the stage summaries from their raw records: on a record set made by
+the real stages on a mock pair, editing a summary file and numbers.json together,
+consistently, with the manifest re-hashed, fails the audit with one line naming the number
+and the raw file it is recomputed from; a set frozen before the raw records existed is
+audited against its summaries, and the audit says how many numbers that concerns."""
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import yaml
+
+from specproof.analysis.analyze import analyze, stage_analyze
+from specproof.analysis.summaries import RAW_RECORDS, recompute
+from specproof.errors import SpecproofError
+from specproof.evidence.stages import STAGES
+from specproof.publish.manifests import OPTIONAL, audit, freeze, manifest_sha256, set_dir
+from specproof.publish.numbers import study_numbers
+from specproof.records import read_json, read_parquet, sha256_file, write_json, write_parquet
+from specproof.study.config import load_study
+
+SET = "mockstudy@m"
+ORDER = ["models", "prompts", "provenance", "reference", "runs", "micro", "pit", "batch_invariance",
+         "qualification", "predict", "predicted", "margins", "advise", "level1", "level2", "calibration"]
+STUDY = {
+    "name": "mockstudy", "settings": {"max_new_tokens": 12, "seed": 3},
+    "workloads": {"chat": {"source": "builtin", "n": 4}},
+    "targets": {"mt": {"backend": "mock", "vocab_size": 48, "seed": 4, "scale": 3.0}},
+    "drafts": {"md": {"backend": "mock", "vocab_size": 48, "seed": 4, "scale": 3.0, "noise": 1.0}},
+    "pairs": [{"target": "mt", "draft": "md"}],
+    "grid": [{"k": [2], "policy": ["fixed"], "verify_mode": ["batched"], "temperature": [0.0, 1.0]}],
+    "micro": {"max_b": 3, "repeats": 2},
+    "qualification": {"repetitions": 1, "k": 2},
+    "certificate": {"calibration_repetitions": 20, "alpha": 0.05},
+}
+
+
+@pytest.fixture(scope="module")
+def made(tmp_path_factory):
+    """Every stage of a mock study, run into results/, frozen as mockstudy@m, with its
+    numbers.json."""
+    tmp = tmp_path_factory.mktemp("audit")
+    (tmp / "mockstudy.yaml").write_text(yaml.safe_dump(STUDY))
+    study = load_study(tmp / "mockstudy.yaml")
+    results = tmp / "results" / "mockstudy"
+    results.mkdir(parents=True)
+    for name in ORDER:
+        STAGES[name](study, results)
+    stage_analyze(study, results)
+    freeze("mockstudy", results, tmp / "manifests", machine="m")
+    write_numbers(tmp / "manifests", tmp / "numbers.json")
+    return tmp
+
+
+def write_numbers(manifests: Path, out: Path) -> dict:
+    numbers = study_numbers(analyze(set_dir(manifests, SET)), manifest_sha256(manifests, SET), prefix=SET)
+    write_json(numbers, out)
+    return numbers
+
+
+@pytest.fixture
+def copy(made, tmp_path):
+    shutil.copytree(made / "manifests", tmp_path / "manifests")
+    shutil.copy2(made / "numbers.json", tmp_path / "numbers.json")
+    return tmp_path
+
+
+def rehash(tmp: Path, edits: dict) -> None:
+    """What a careful tamperer does: re-hash the manifest, and set the edited numbers and
+    every number's manifest_sha256 to match."""
+    d = set_dir(tmp / "manifests", SET)
+    manifest = read_json(d / "manifest.json")
+    for name in manifest["files"]:
+        manifest["files"][name] = {"sha256": sha256_file(d / name), "bytes": (d / name).stat().st_size}
+    write_json(manifest, d / "manifest.json")
+    numbers = read_json(tmp / "numbers.json")
+    for key, value in edits.items():
+        numbers[f"{SET}.{key}"]["value"] = value
+    for rec in numbers.values():
+        rec["manifest_sha256"] = manifest_sha256(tmp / "manifests", SET)
+    write_json(numbers, tmp / "numbers.json")
+
+
+def edit_json(path: Path, change) -> None:
+    data = read_json(path)
+    change(data)
+    write_json(data, path)
+
+
+def run_audit(tmp: Path) -> list[str]:
+    return audit([SET], tmp / "manifests", tmp / "numbers.json")
+
+
+def test_the_made_set_passes_and_every_summary_number_comes_from_a_raw_record(made):
+    report = run_audit(made)
+    assert f"{SET}: 0 of them checked only against a summary, the set holding no raw record for them" in report
+    numbers = read_json(made / "numbers.json")
+    sources = {k.removeprefix(SET + "."): v["source"] for k, v in numbers.items()}
+    assert sources["calibration.id.null_rejection_rate"] == "calibration.parquet"
+    assert sources["certificate.detectable_tv_80"] == "calibration_power.parquet"
+    assert sources["level1.max_exact_error"] == "level1.parquet"
+    assert sources["level2.ks_pvalue"] == "level2.parquet"
+    assert sources["prediction.P_matched"] == "prediction_live.parquet"
+    assert sources["prediction.discovery_holds"] == "prediction_seal.json"
+    assert sources["advise.mt+md.predicted"] == "advise_rounds.parquet"
+    assert sources["advise.mt+md.realized"] == "advise_runs.parquet"
+    assert set(RAW_RECORDS) == set(OPTIONAL)
+    assert set(read_json(set_dir(made / "manifests", SET) / "manifest.json")["files"]) >= set(OPTIONAL)
+
+
+def test_the_raw_records_give_back_the_stages_summaries(made):
+    """What the stages wrote as summaries is what the audit recomputes from their rows."""
+    d = made / "results" / "mockstudy"
+    pit = read_parquet(d / "pit.parquet")
+    s = recompute(d, 0.05, int((pit["path"] == "speculative").sum()))
+    cal = read_json(d / "calibration.json")
+    same = lambda a, b: json.dumps(a, sort_keys=True) == json.dumps(b, sort_keys=True)  # noqa: E731 (NaN == NaN)
+    assert same(s.calibration["orders"], cal["orders"])
+    assert same(s.calibration["power_curve"], cal["power_curve"])
+    assert s.level1 == read_json(d / "level1.json")
+    level2 = read_json(d / "level2.json")
+    assert {k: s.level2[k] for k in ("n_tokens", "ks_pvalue", "rank_order", "ratio_order")} == \
+        {k: level2[k] for k in ("n_tokens", "ks_pvalue", "rank_order", "ratio_order")}
+    pred = read_json(d / "prediction.json")
+    assert (s.prediction["P_matched"], s.prediction["P_total"]) == (pred["P_matched"], pred["P_total"])
+    assert pred["P_total"] == 2  # one target, the two reserved prompts
+    cols = ["pair", "k", "predicted_speedup", "realized_speedup", "enable", "draft_to_target_ratio"]
+    pd.testing.assert_frame_equal(s.advise[cols], read_parquet(d / "advise.parquet")[cols])
+
+
+def _calibration(d):
+    edit_json(d / "calibration.json", lambda c: c["orders"]["id"].update(null_rejection_rate=0.9))
+    return {"calibration.id.null_rejection_rate": 0.9}, "calibration.parquet"
+
+
+def _detectable_tv(d):
+    edit_json(d / "calibration.json", lambda c: c.update(detectable_tv_80=0.001))
+    return {"certificate.detectable_tv_80": 0.001}, "calibration_power.parquet"
+
+
+def _advise(d):
+    adv = read_parquet(d / "advise.parquet")
+    adv["predicted_speedup"] *= 2
+    write_parquet(adv, d / "advise.parquet")
+    return {"advise.mt+md.predicted": float(adv["predicted_speedup"].iloc[0])}, "advise_rounds.parquet"
+
+
+def _level1(d):
+    edit_json(d / "level1.json", lambda c: c.update(max_exact_error=0.25))
+    return {"level1.max_exact_error": 0.25}, "level1.parquet"
+
+
+def _level2(d):
+    edit_json(d / "level2.json", lambda c: c.update(ks_pvalue=0.5))
+    return {"level2.ks_pvalue": 0.5}, "level2.parquet"
+
+
+def _p_count(d):
+    def drop_one(p):
+        p["P_matched"] -= 1
+        p["live"][0]["match"] = False
+    edit_json(d / "prediction.json", drop_one)
+    return {"prediction.P_matched": read_json(d / "prediction.json")["P_matched"]}, "prediction_live.parquet"
+
+
+@pytest.mark.parametrize("tamper", [_calibration, _detectable_tv, _advise, _level1, _level2, _p_count],
+                         ids=lambda f: f.__name__.strip("_"))
+def test_a_consistent_edit_of_a_summary_and_numbers_json_fails_the_audit(copy, tamper):
+    edits, raw = tamper(set_dir(copy / "manifests", SET))
+    rehash(copy, edits)
+    key = f"{SET}.{next(iter(edits))}"
+    with pytest.raises(SpecproofError) as err:
+        run_audit(copy)
+    line = str(err.value)
+    assert "\n" not in line and key in line and f"{raw} gives" in line and str(copy / "numbers.json") in line
+
+
+def test_the_cli_prints_the_one_line_and_exits_2(copy):
+    edits, _ = _calibration(set_dir(copy / "manifests", SET))
+    rehash(copy, edits)
+    res = subprocess.run([str(Path(sys.executable).parent / "specproof"), "audit", "--studies", SET,
+                          "--manifests", str(copy / "manifests"), "--numbers", str(copy / "numbers.json")],
+                         capture_output=True, text=True)
+    assert res.returncode == 2 and res.stderr.count("\n") == 1
+    assert "calibration.id.null_rejection_rate" in res.stderr and "calibration.parquet gives" in res.stderr
+
+
+def test_a_set_frozen_before_the_raw_records_is_audited_against_its_summaries(copy):
+    """Such a set (the frozen sets in manifests/ are) still analyzes and audits; the audit
+    says how many numbers it could only check against a summary, per file."""
+    d = set_dir(copy / "manifests", SET)
+    for name in OPTIONAL:
+        (d / name).unlink()
+    manifest = read_json(d / "manifest.json")
+    manifest["files"] = {k: v for k, v in manifest["files"].items() if k not in OPTIONAL}
+    write_json(manifest, d / "manifest.json")
+    numbers = write_numbers(copy / "manifests", copy / "numbers.json")
+    line = next(x for x in run_audit(copy) if "checked only against a summary" in x)
+    # 2 detectable TVs; level1: 3; level2: 4; P_matched, P_total; advise: 4 per pair
+    assert line == (f"{SET}: 15 of them checked only against a summary, the set holding no raw record "
+                    "for them: 4 from advise.parquet, 2 from calibration.json, 3 from level1.json, "
+                    "4 from level2.json, 2 from prediction.json")
+    assert numbers[f"{SET}.calibration.id.null_rejection_rate"]["source"] == "calibration.parquet"
+    assert numbers[f"{SET}.prediction.discovery_holds"]["source"] == "prediction_seal.json"
