@@ -75,12 +75,12 @@ def test_prompt_loader_accepts_both_formats_and_names_bad_lines(tmp_path):
 
 def test_prompt_sets_in_prompts_folder_load():
     from specproof.study.prompts import CHAT_SET, PROMPTS_DIR, chat_prompts
-    chat = chat_prompts(16)
-    assert [r["id"] for r in chat] == [f"chat-{i:02d}" for i in range(16)]
+    chat = chat_prompts(28)
+    assert [r["id"] for r in chat] == [f"chat-{i:02d}" for i in range(28)]
     assert all(r["format"] == "chat" and r["category"] == "chat" for r in chat)
     assert chat_prompts(3) == load(CHAT_SET)[:3]
-    with pytest.raises(ConfigError, match="only 16 built-in chat instructions"):
-        chat_prompts(17)
+    with pytest.raises(ConfigError, match="only 28 built-in chat instructions"):
+        chat_prompts(29)
     example = load(PROMPTS_DIR / "spec-bench-example.jsonl")
     assert [r["id"] for r in example] == ["1", "2", "3"] and example[0]["format"] == "chat"
 
@@ -125,3 +125,15 @@ def test_discovery_split_is_stratified_by_category():
     assert sorted(r["category"] for r in res) == list("AABBCC")
     one = [{"id": f"p{i}", "category": "chat", "workload": "w"} for i in range(6)]
     assert [r["id"] for r in split_discovery(one, 0.5)[0]] == ["p0", "p1", "p2"]  # file order, as before
+def test_paper_tier_is_sized_for_its_intervals():
+    """The paper tier (issue 13): >= 20 prompts per workload, >= 3 repetitions, >= 64 new
+    tokens, a shuffled run order, and the quick tier's headline pair among its pairs."""
+    from specproof.study.config import load_study
+    paper, quick = load_study("paper-smollm2"), load_study("cpu-smollm2")
+    assert all(w["n"] >= 20 for w in paper.data["workloads"].values())
+    assert {w["source"] for w in paper.data["workloads"].values()} >= {"humaneval", "builtin"}
+    s = paper.settings
+    assert s["repetitions"] >= 3 and s["max_new_tokens"] >= 64 and s["shuffle_runs"] is True
+    assert quick.pairs[0]["name"] == paper.pairs[0]["name"]
+    assert any(c.temperature > 0 for c in paper.grid())
+    assert not quick.settings.get("shuffle_runs", False)  # the frozen quick tier runs unshuffled

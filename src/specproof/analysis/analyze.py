@@ -12,6 +12,7 @@ Derived: agreement.parquet, costs.parquet, stats.json, certificate.json.
 """
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -22,8 +23,9 @@ from .agreement import agreement_counts, agreement_table
 from .certificate import certificate
 from .costs import config_costs, run_costs
 from ..records import check_seal, read_json, read_parquet, write_json, write_parquet
-from .statistics import acceptance_stats, speedup_stats
+from .statistics import acceptance_stats, best_k_reserved, speedup_stats
 from .summaries import recompute
+from ..study.workloads import split_discovery
 
 
 @dataclass
@@ -36,6 +38,7 @@ class StudyAnalysis:
     costs: pd.DataFrame
     config_costs: pd.DataFrame
     speedups: list[dict]
+    best_reserved: dict[str, dict]
     acceptance: list[dict]
     certificate: dict
     calibration: dict
@@ -67,18 +70,35 @@ def analyze(d: Path) -> StudyAnalysis:
         name=prov["study"]["name"], provenance=prov, runs=runs, agreement=agree,
         agreement_counts=agreement_counts(agree), costs=costs,
         config_costs=config_costs(costs, rounds, micro),
-        speedups=speedup_stats(costs, seed), acceptance=acceptance_stats(costs, rounds, seed),
+        speedups=speedup_stats(costs, seed),
+        best_reserved=best_k_reserved(costs, *prompt_split(d, runs, prov), seed),
+        acceptance=acceptance_stats(costs, rounds, seed),
         certificate=certificate(pit, cal, seed, alpha),
         calibration=cal, level1=summ.level1, level2=summ.level2,
         batch_invariance=read_parquet(d / "batch_invariance.parquet"), qualification=qual,
         prediction=summ.prediction, micro=micro, advise=summ.advise, sources=summ.sources)
 
 
+def prompt_split(d: Path, runs: pd.DataFrame, prov: dict) -> tuple[list[str], list[str]]:
+    """The study's discovery and reserved prompt ids: ``split_discovery`` over the prompt
+    set (``prompts.jsonl``; the order of first appearance in the runs if it is missing)
+    with the ``prediction.discovery_fraction`` the qualification stage used."""
+    path = d / "prompts.jsonl"
+    if path.is_file():
+        records = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    else:
+        records = [{"id": r.prompt_id, "workload": r.workload}
+                   for r in runs.drop_duplicates("prompt_id").itertuples()]
+    fraction = prov["study"]["config"].get("prediction", {}).get("discovery_fraction", 0.5)
+    discovery, reserved = split_discovery(records, fraction)
+    return [r["id"] for r in discovery], [r["id"] for r in reserved]
+
+
 def write_derived(a: StudyAnalysis, out: Path) -> None:
     out = Path(out)
     write_parquet(a.agreement, out / "agreement.parquet")
     write_parquet(a.costs, out / "costs.parquet")
-    write_json({"speedup": a.speedups, "acceptance": a.acceptance,
+    write_json({"speedup": a.speedups, "best_reserved": a.best_reserved, "acceptance": a.acceptance,
                 "config_costs": a.config_costs.to_dict(orient="records")}, out / "stats.json")
     write_json(a.certificate, out / "certificate.json")
 

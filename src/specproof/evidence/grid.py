@@ -3,12 +3,22 @@
 Order within one (pair, prompt, temperature, repetition) block: target-only, then each
 speculative configuration, then target-only again (A B.. A), so slow drift hits both
 paths; a speculative run's baseline is the mean of the two bracketing target-only
-runs. Timing excludes model load and prefill (``decode_ns`` only).
+runs. With ``settings.shuffle_runs`` the speculative configurations run in an order drawn
+per block from the study seed (``block_order``), so no configuration always runs first
+after the target-only run or last before it; a run keeps its seed and run id (its place
+in the unshuffled block), and ``order`` records when it ran. Timing excludes model load
+and prefill (``decode_ns`` only).
+
+Greedy runs stop at EOS, as a user's would. Sampled runs (T > 0) decode exactly
+``max_new_tokens`` tokens (no stop at EOS; the models go on sampling past it): whether a
+sample hits EOS early is chance, and a speedup of runs of different lengths would
+compare unequal work (one T = 1 run that stopped after one token read S = 0.145).
 """
 from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 from tqdm import tqdm
 
@@ -26,6 +36,15 @@ def run_seed(study: Study, *parts) -> int:
     position in the block). Sampled sequences must not share randomness: the
     certificate pools them and needs them independent."""
     return seed_from("|".join(str(x) for x in (study.settings["seed"], *parts)))
+
+
+def block_order(study: Study, block: str, n: int) -> list[int]:
+    """The order in which a block's ``n`` speculative configurations run: 0..n-1, or with
+    ``settings.shuffle_runs`` a permutation drawn from sha256(study seed, block, 'order')."""
+    if not study.settings.get("shuffle_runs", False):
+        return list(range(n))
+    rng = np.random.default_rng(run_seed(study, block, "order"))
+    return [int(i) for i in rng.permutation(n)]
 
 
 def _row(run_id: str, base: dict, cfg: dict, r: RunResult) -> dict:
@@ -51,20 +70,25 @@ def run_grid(study: Study, prompt_set: list[dict], runs_out: Path, rounds_out: P
             for rep in range(reps):
                 for temp in temps:
                     block = f"{pair['name']}|{rec['id']}|r{rep}|T{temp:g}"
-                    plan = ["A"] + [c for c in grid if c.temperature == temp] + ["A"]
-                    for j, item in enumerate(plan):
+                    configs = [c for c in grid if c.temperature == temp]
+                    plan = ["A", *configs, "A"]
+                    positions = [0, *(1 + i for i in block_order(study, block, len(configs))), len(plan) - 1]
+                    for j in positions:
+                        item = plan[j]
                         seed = run_seed(study, block, j)
                         base = {"pair": pair["name"], "target": pair["target"], "draft": pair["draft"],
                                 "workload": rec["workload"], "prompt_id": rec["id"], "rep": rep,
                                 "seed": seed}
-                        settings = DecodeSettings(study.settings["max_new_tokens"], temp, seed, "batched")
+                        settings = DecodeSettings(study.settings["max_new_tokens"], temp, seed, "batched",
+                                                  stop_at_eos=temp == 0)
                         if item == "A":
                             r = decode_target_only(target, ids, settings)
                             cfg = {"config": "target-only", "k": 0, "policy": "none",
                                    "verify_mode": "none", "temperature": temp}
                         else:
                             drafter = pool.drafter(pair["draft"], target, temp, seed)
-                            s = DecodeSettings(settings.max_new_tokens, temp, seed, item.verify_mode)
+                            s = DecodeSettings(settings.max_new_tokens, temp, seed, item.verify_mode,
+                                               stop_at_eos=settings.stop_at_eos)
                             r = decode_speculative(target, drafter, ids, s, make_policy(item.policy, item.k))
                             cfg = {"config": item.label, "k": item.k, "policy": item.policy,
                                    "verify_mode": item.verify_mode, "temperature": temp}
