@@ -76,3 +76,17 @@ def test_decode_json_on_mock_pair():
                 "ids_equal_target_only", "speedup", "acceptance_by_position", "text"):
         assert key in out
     assert out["ids_equal_target_only"] is True and out["new_tokens"] == 20
+
+
+@pytest.mark.parametrize("policy", ["hf_heuristic", "hf_confidence", "llama_pmin"])
+def test_decode_takes_the_library_policies(policy):
+    res = run_cli("decode", "--target-backend", "mock", "--draft-backend", "mock", "--json",
+                  "--policy", policy, "--k", "3", "--max-new-tokens", "20", "--prompt", "hello")
+    assert res.returncode == 0, res.stderr
+    out = json.loads(res.stdout)
+    assert out["policy"] == policy and out["ids_equal_target_only"] is True
+
+
+def test_decode_refuses_an_unknown_policy_naming_the_choices():
+    bad = run_cli("decode", "--target-backend", "mock", "--policy", "hf-heuristic")
+    assert bad.returncode == 2 and "invalid choice" in bad.stderr and "llama_pmin" in bad.stderr

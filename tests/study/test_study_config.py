@@ -83,3 +83,18 @@ def test_prompt_sets_in_prompts_folder_load():
         chat_prompts(17)
     example = load(PROMPTS_DIR / "spec-bench-example.jsonl")
     assert [r["id"] for r in example] == ["1", "2", "3"] and example[0]["format"] == "chat"
+
+
+def test_policy_enum_is_the_decoding_loops_list(tmp_path):
+    """Every name in decode.policies.POLICIES is legal in a grid; any other is refused
+    in one line naming the field."""
+    from specproof.decode.policies import POLICIES
+    data = base()
+    data["grid"].append({"k": [6], "policy": list(POLICIES), "verify_mode": ["batched"],
+                         "temperature": [0.0]})
+    study = load_study(write(tmp_path, data))
+    assert set(POLICIES) <= {item.policy for item in study.grid()}
+    data["grid"][-1]["policy"] = ["hf_confidence", "speculative"]
+    with pytest.raises(ConfigError) as exc:
+        load_study(write(tmp_path, data))
+    assert f"grid.{len(data['grid']) - 1}.policy.1" in str(exc.value) and "\n" not in str(exc.value)

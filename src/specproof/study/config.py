@@ -24,9 +24,19 @@ def studies_dir() -> Path:
     return Path(os.environ.get("SPECPROOF_STUDIES", STUDIES))
 
 
+def load_schema(schema_name: str) -> dict:
+    """A schema from schemas/; the policy enum comes from ``decode.policies.POLICIES``,
+    the one list of legal policy names."""
+    from ..decode.policies import POLICIES
+    schema = yaml.safe_load(resources.files(__package__).joinpath("schemas", schema_name).read_text())
+    if "policy" in schema.get("definitions", {}):
+        schema["definitions"]["policy"]["enum"] = list(POLICIES)
+    return schema
+
+
 def _validate(data: dict, schema_name: str, where: Path) -> None:
     import jsonschema
-    schema = yaml.safe_load(resources.files(__package__).joinpath("schemas", schema_name).read_text())
+    schema = load_schema(schema_name)
     validator = jsonschema.Draft202012Validator(schema)
     errors = sorted(validator.iter_errors(data), key=lambda e: list(e.absolute_path))
     if errors:
