@@ -14,7 +14,7 @@ STUDY            ?= cpu-smollm2
 # Rules call the `specproof` command: put the venv first on PATH for every recipe.
 export PATH := $(abspath $(BIN)):$(PATH)
 
-.PHONY: install test test-fast study paper audit bench lint clean-venv
+.PHONY: install test test-fast study paper audit bench peers lint clean-venv
 
 # Every `make install` re-checks the llama.cpp build against this CPU (a venv carried from
 # another machine is rebuilt) and smoke-tests it in a subprocess, so a crash is one line.
@@ -51,6 +51,13 @@ audit: install
 BENCHMARKS := target_only ngram model_draft policies
 bench: install
 	for b in $(BENCHMARKS); do $(BIN)/python benchmarks/$$b.py || exit 1; done
+
+# llama.cpp's own speculative and target-only tools, from the source llama-cpp-python vendors,
+# with this CPU's flags, into .peers/ (~5 min; only benchmarks/llama_speculative.py needs them).
+# PEERS_SDIST: a local llama_cpp_python-<version>.tar.gz instead of `pip download`.
+PEERS_SDIST ?=
+peers: $(VENV)/.installed
+	$(BIN)/python benchmarks/peers.py --cmake-override "$(LLAMA_CMAKE_ARGS)" $(if $(PEERS_SDIST),--sdist "$(PEERS_SDIST)")
 
 lint: install
 	$(BIN)/snakemake --lint

@@ -8,7 +8,7 @@ import sys
 import time
 from pathlib import Path
 
-from specproof import benchtables
+from specproof.publish import benchtables
 from specproof.evidence.provenance import capture
 
 RESULTS = Path(__file__).parent / "results"

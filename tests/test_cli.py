@@ -100,3 +100,15 @@ def test_finite_json_turns_nan_into_null():
     from specproof.records import finite_json
     out = json.dumps(finite_json({"a": float("nan"), "b": [1.0, float("inf")], "c": 2}), allow_nan=False)
     assert json.loads(out) == {"a": None, "b": [1.0, None], "c": 2}
+@pytest.mark.parametrize("policy", ["hf_heuristic", "hf_confidence", "llama_pmin"])
+def test_decode_takes_the_library_policies(policy):
+    res = run_cli("decode", "--target-backend", "mock", "--draft-backend", "mock", "--json",
+                  "--policy", policy, "--k", "3", "--max-new-tokens", "20", "--prompt", "hello")
+    assert res.returncode == 0, res.stderr
+    out = json.loads(res.stdout)
+    assert out["policy"] == policy and out["ids_equal_target_only"] is True
+
+
+def test_decode_refuses_an_unknown_policy_naming_the_choices():
+    bad = run_cli("decode", "--target-backend", "mock", "--policy", "hf-heuristic")
+    assert bad.returncode == 2 and "invalid choice" in bad.stderr and "llama_pmin" in bad.stderr

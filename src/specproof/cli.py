@@ -234,14 +234,16 @@ def cmd_drift(a) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from .decode.policies import POLICIES
     p = argparse.ArgumentParser(prog="specproof", description=__doc__.splitlines()[0])
     sub = p.add_subparsers(dest="command", required=True)
     d = sub.add_parser("decode", help="decode one prompt target-only and speculatively; report speedup")
     _model_flags(d)
     d.add_argument("--prompt", default=DEFAULT_PROMPT)
     d.add_argument("--chat", action="store_true", help="render the prompt with the target's chat template")
-    d.add_argument("--k", type=int, default=6, help="speculation length K (max K for adaptive/guard)")
-    d.add_argument("--policy", default="fixed", choices=["fixed", "adaptive", "guard"])
+    d.add_argument("--k", type=int, default=6,
+                   help="speculation length K (max K for adaptive/guard, start K for hf_heuristic)")
+    d.add_argument("--policy", default="fixed", choices=POLICIES)
     d.add_argument("--verify-mode", default="batched", choices=["batched", "serialized"])
     d.add_argument("--temperature", type=float, default=0.0, help="0 = greedy")
     d.add_argument("--seed", type=int, default=0)

@@ -137,3 +137,16 @@ def test_paper_tier_is_sized_for_its_intervals():
     assert quick.pairs[0]["name"] == paper.pairs[0]["name"]
     assert any(c.temperature > 0 for c in paper.grid())
     assert not quick.settings.get("shuffle_runs", False)  # the frozen quick tier runs unshuffled
+def test_policy_enum_is_the_decoding_loops_list(tmp_path):
+    """Every name in decode.policies.POLICIES is legal in a grid; any other is refused
+    in one line naming the field."""
+    from specproof.decode.policies import POLICIES
+    data = base()
+    data["grid"].append({"k": [6], "policy": list(POLICIES), "verify_mode": ["batched"],
+                         "temperature": [0.0]})
+    study = load_study(write(tmp_path, data))
+    assert set(POLICIES) <= {item.policy for item in study.grid()}
+    data["grid"][-1]["policy"] = ["hf_confidence", "speculative"]
+    with pytest.raises(ConfigError) as exc:
+        load_study(write(tmp_path, data))
+    assert f"grid.{len(data['grid']) - 1}.policy.1" in str(exc.value) and "\n" not in str(exc.value)

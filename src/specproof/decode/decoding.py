@@ -186,7 +186,7 @@ def decode_speculative(target: Backend, drafter: Drafter, prompt_ids: list[int],
     while stop.remaining > 0:
         k = max(0, min(policy.next_k(), stop.remaining - 1))
         td0 = now()
-        prop = drafter.propose(committed_ids, k) if k > 0 else Proposal([], None)
+        prop = drafter.propose(committed_ids, k, policy.draft_stop) if k > 0 else Proposal([], None)
         draft_ns = now() - td0
         accepted, final, verify_ns, positions = verify(target, committed_ids[-1], prop, sampler, rng)
         kept = stop.emit(prop.tokens[:accepted] + [final])

@@ -3,6 +3,10 @@
 One narrow interface (as in transformers' candidate generators): ``propose`` and
 ``commit``. A model drafter runs any backend; the n-gram drafter (prompt lookup)
 needs no model and proposes deterministically (q one-hot, returned as None).
+
+``propose`` takes an optional ``DraftStop``: a confidence rule a policy hands in to end
+a round before K tokens (transformers' assistant confidence threshold, llama.cpp's
+p_min). Without one (the default) the drafter computes nothing extra.
 """
 from __future__ import annotations
 
@@ -23,6 +27,39 @@ class Proposal:
     replay_tokens: int = 0      # committed tokens fed back to the draft in this proposal
 
 
+@dataclass(frozen=True)
+class DraftStop:
+    """Stop drafting within a round when the draft's confidence c_i < ``threshold``.
+
+    c_i is the draft probability of the drafted token d_i, computed in float64 from
+    the draft logits l_i at draft step i:
+      - ``top_k = None``: c_i = q_i(d_i) with q_i = softmax(l_i) over the whole
+        vocabulary (softmax(l_i / T) when the draft samples at temperature T: the
+        distribution it drew from);
+      - ``top_k = n``: c_i = exp(l_i(d_i)) / sum over the n largest logits of exp(l_j),
+        the probability after a top-n filter at T = 1 (for a greedy draft d_i is the
+        top token, so this is the top probability).
+    ``keep_below``: the token whose c_i fell below the threshold is still proposed and
+    drafting stops after it (True), or it is dropped and drafting stops before it
+    (False). A deterministic drafter (n-gram, q one-hot) has c_i = 1 and never stops.
+    """
+
+    threshold: float
+    top_k: int | None = None
+    keep_below: bool = True
+
+    def confidence(self, logits: np.ndarray, token: int, q: np.ndarray | None) -> float:
+        """c_i as defined above (a probability in [0, 1])."""
+        if self.top_k is None:
+            probs = q if q is not None else softmax(logits, 1.0)
+            return float(probs[token])
+        z = np.asarray(logits, dtype=np.float64)
+        top = np.partition(z, -self.top_k)[-self.top_k:] if self.top_k < z.shape[-1] else z
+        if z[token] < top.min():
+            return 0.0
+        return float(1.0 / np.exp(top - z[token]).sum())
+
+
 class Drafter(ABC):
     name = "drafter"
 
@@ -30,8 +67,9 @@ class Drafter(ABC):
         """Called once per run, after the target prefill, with the prompt ids."""
 
     @abstractmethod
-    def propose(self, context: list[int], k: int) -> Proposal:
-        """Draft up to k tokens continuing ``context`` (all committed ids so far)."""
+    def propose(self, context: list[int], k: int, stop: DraftStop | None = None) -> Proposal:
+        """Draft up to k tokens continuing ``context`` (all committed ids so far);
+        ``stop`` may end the round earlier (see ``DraftStop``)."""
 
     def commit(self, context: list[int]) -> int:
         """The round committed; ``context`` is every committed id. Returns the ns spent
@@ -76,7 +114,7 @@ class ModelDrafter(Drafter):
         q = softmax(logits, self.temperature)
         return sample_from(q, self.rng.random()), q
 
-    def propose(self, context: list[int], k: int) -> Proposal:
+    def propose(self, context: list[int], k: int, stop: DraftStop | None = None) -> Proposal:
         missing = context[len(self._pushed):]
         replay = len(missing) - 1
         tokens: list[int] = []
@@ -86,9 +124,14 @@ class ModelDrafter(Drafter):
             logits = self.backend.forward(feed, last_only=True)[0]
             self._pushed.extend(feed)
             tok, q = self._draw(logits)
+            below = stop is not None and stop.confidence(logits, tok, q) < stop.threshold
+            if below and not stop.keep_below:
+                break
             tokens.append(tok)
             if q is not None:
                 qs.append(q)
+            if below:
+                break
             feed = [tok]
         return Proposal(tokens, qs if self.temperature > 0 else None, max(replay, 0))
 
@@ -120,7 +163,7 @@ class NGramDrafter(Drafter):
             raise ValueError("n-gram drafter needs 1 <= min_ngram <= max_ngram")
         self.max_ngram, self.min_ngram = max_ngram, min_ngram
 
-    def propose(self, context: list[int], k: int) -> Proposal:
+    def propose(self, context: list[int], k: int, stop: DraftStop | None = None) -> Proposal:
         if k <= 0:
             return Proposal([], None)
         arr = np.asarray(context, dtype=np.int64)

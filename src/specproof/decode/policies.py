@@ -9,6 +9,13 @@ alpha_i the acceptance probability at draft position i given positions < i accep
     E[C | K] = 1 + sum_{j=1..K} prod_{i=1..j} alpha_i      (the +1 is the correction/bonus)
 
 Expected throughput: E[C | K] / T(K) tokens/ms; target-only throughput 1 / t_target.
+
+Besides our own policies (fixed, adaptive, guard), three reimplement the rules users of
+other libraries get, so the study can compare against them in one loop:
+``hf_heuristic`` (transformers' num_assistant_tokens_schedule="heuristic"),
+``hf_confidence`` (transformers' assistant_confidence_threshold) and ``llama_pmin``
+(llama.cpp's draft p_min). ``POLICIES`` is the one list of legal names: the CLI's
+--policy choices and the study schema's policy enum are read from it.
 """
 from __future__ import annotations
 
@@ -20,6 +27,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .costmodel import expected_committed
+from .drafters import DraftStop
 
 
 @dataclass
@@ -33,7 +41,11 @@ class RoundObservation:
 
 
 class Policy(ABC):
+    """``draft_stop``: a confidence rule the drafter applies within a round (see
+    ``drafters.DraftStop``); None for policies that only choose K."""
+
     name = "policy"
+    draft_stop: DraftStop | None = None
 
     @abstractmethod
     def next_k(self) -> int: ...
@@ -294,16 +306,95 @@ class GuardPolicy(Policy):
                 "probe_interval": self.base_interval}
 
 
+class HFHeuristicPolicy(Policy):
+    """Reimplements transformers' ``num_assistant_tokens_schedule="heuristic"``
+    (generation/candidate_generator.py, ``update_candidate_strategy``; checked against
+    transformers 5.23): K starts at ``k_start`` (transformers: num_assistant_tokens)
+    and after every round that drafted K_r >= 1 tokens
+
+        K <- K + 2          if all K_r drafted tokens were accepted,
+        K <- max(1, K - 1)  otherwise.
+
+    No upper bound, as in transformers (the loop still never drafts past
+    max_new_tokens). The state lives for one run, i.e. transformers'
+    "heuristic_transient"; its "heuristic" carries K over to the next generate call,
+    which would make our runs depend on each other."""
+
+    name = "hf_heuristic"
+
+    def __init__(self, k_start: int):
+        self.k_start = self.k = int(k_start)
+
+    def next_k(self) -> int:
+        return self.k
+
+    def observe(self, obs: RoundObservation) -> None:
+        if obs.k == 0:
+            return
+        self.k = self.k + 2 if obs.accepted == obs.k else max(1, self.k - 1)
+
+    def describe(self) -> dict:
+        return {"policy": self.name, "k_start": self.k_start}
+
+
+class HFConfidencePolicy(FixedPolicy):
+    """Reimplements transformers' ``assistant_confidence_threshold``
+    (generation/stopping_criteria.py, ``ConfidenceCriteria``): up to K tokens per
+    round, but the round ends after draft token d_i when q_i(d_i) < ``threshold``
+    (0.4, transformers' default), q_i the draft's distribution at step i
+    (softmax of its logits; of logits / T when it samples). The token that fell below
+    is still proposed: transformers' stopping criterion runs after the token is
+    generated. transformers also refits the threshold from an ROC curve of past draft
+    probabilities when scikit-learn is installed (cost fpr + 3 fnr); without it the
+    threshold stays fixed, which is what this policy reproduces. transformers' own
+    default K with this threshold is num_assistant_tokens = 20, schedule "constant"."""
+
+    name = "hf_confidence"
+
+    def __init__(self, k: int, threshold: float = 0.4):
+        super().__init__(k)
+        self.draft_stop = DraftStop(threshold, top_k=None, keep_below=True)
+
+    def describe(self) -> dict:
+        return {"policy": self.name, "k": self.k, "threshold": self.draft_stop.threshold}
+
+
+class LlamaPMinPolicy(FixedPolicy):
+    """Reimplements llama.cpp's draft ``p_min`` (common/speculative.cpp, the draft
+    loop of ``common_speculative_gen_draft`` / draft-simple): up to K tokens
+    (``--spec-draft-n-max``) per round; at draft step i the draft's candidates pass a
+    top-10 filter at T = 1 and the round ends *before* d_i when its probability
+    p_i = exp(l_i(d_i)) / sum over the 10 largest logits of exp(l_j) is below
+    ``p_min``: that token is not proposed (an empty proposal is a target-only step).
+
+    p_min = 0.75: llama.cpp's default in common.h / common/speculative.h for most of
+    its history (0.9 in the first speculative-simple) and the value the server
+    documents. The llama.cpp vendored by llama-cpp-python 0.3.36 ships p_min = 0.0,
+    which never stops a round; pass ``p_min=0.0`` for that (it equals ``fixed``)."""
+
+    name = "llama_pmin"
+
+    def __init__(self, k: int, p_min: float = 0.75):
+        super().__init__(k)
+        self.draft_stop = DraftStop(p_min, top_k=10, keep_below=False)
+
+    def describe(self) -> dict:
+        return {"policy": self.name, "k": self.k, "p_min": self.draft_stop.threshold}
+
+
+POLICIES = ("fixed", "adaptive", "guard", "hf_heuristic", "hf_confidence", "llama_pmin")
+
+
 def make_policy(name: str, k: int) -> Policy:
-    """``fixed`` uses K; ``adaptive`` and ``guard`` search 1..K."""
-    if k < 1:
-        from ..errors import ConfigError
-        raise ConfigError(f"K must be >= 1 (got {k})")
-    if name == "fixed":
-        return FixedPolicy(k)
-    if name == "adaptive":
-        return AdaptivePolicy(k_max=k, k_start=k)
-    if name == "guard":
-        return GuardPolicy(k_max=k, k_start=k)
+    """``fixed``, ``hf_confidence`` and ``llama_pmin`` draft at most K per round;
+    ``adaptive`` and ``guard`` search 1..K; ``hf_heuristic`` starts at K."""
     from ..errors import ConfigError
-    raise ConfigError(f"unknown policy {name!r}: choose fixed, adaptive or guard")
+    if k < 1:
+        raise ConfigError(f"K must be >= 1 (got {k})")
+    factories = {"fixed": FixedPolicy, "hf_heuristic": HFHeuristicPolicy,
+                 "hf_confidence": HFConfidencePolicy, "llama_pmin": LlamaPMinPolicy,
+                 "adaptive": lambda k: AdaptivePolicy(k_max=k, k_start=k),
+                 "guard": lambda k: GuardPolicy(k_max=k, k_start=k)}
+    if name not in factories:
+        raise ConfigError(f"unknown policy {name!r}: choose one of {', '.join(POLICIES)}")
+    return factories[name](k)

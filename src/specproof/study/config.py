@@ -25,11 +25,20 @@ def studies_dir() -> Path:
     return Path(os.environ.get("SPECPROOF_STUDIES", STUDIES))
 
 
+def load_schema(schema_name: str) -> dict:
+    """A schema from schemas/; the policy enum comes from ``decode.policies.POLICIES``,
+    the one list of legal policy names."""
+    from ..decode.policies import POLICIES
+    schema = yaml.safe_load(resources.files(__package__).joinpath("schemas", schema_name).read_text())
+    if "policy" in schema.get("definitions", {}):
+        schema["definitions"]["policy"]["enum"] = list(POLICIES)
+    return schema
+
+
 @functools.cache
 def _validator(schema_name: str):
     import jsonschema
-    schema = yaml.safe_load(resources.files(__package__).joinpath("schemas", schema_name).read_text())
-    return jsonschema.Draft202012Validator(schema)
+    return jsonschema.Draft202012Validator(load_schema(schema_name))
 
 
 def validate(data, schema_name: str, where) -> None:
