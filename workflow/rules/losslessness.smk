@@ -1,6 +1,9 @@
 rule batch_invariance:
     input:
-        f"{RESULTS}/{{study}}/reference.seal.json",
+        config=study_config,
+        prompts=f"{RESULTS}/{{study}}/prompts.jsonl",
+        reference=f"{RESULTS}/{{study}}/reference.parquet",
+        seal=f"{RESULTS}/{{study}}/reference.seal.json",
     output:
         f"{RESULTS}/{{study}}/batch_invariance.parquet",
     log:
@@ -9,31 +12,55 @@ rule batch_invariance:
         ENV
     threads: 2
     resources:
-        mem_mb=8000,
+        mem_mb=model_mem_mb,
+        gres=model_gres,
     shell:
         stage_cmd("batch_invariance")
 
 
+rule qualification_job:
+    input:
+        config=study_config,
+        prompts=f"{RESULTS}/{{study}}/prompts.jsonl",
+        reference=f"{RESULTS}/{{study}}/reference.parquet",
+        seal=f"{RESULTS}/{{study}}/reference.seal.json",
+    output:
+        job_out("qualification", "qualification.parquet"),
+    log:
+        f"{RESULTS}/{{study}}/logs/qualification/{{part}}.log",
+    conda:
+        ENV
+    threads: 2
+    resources:
+        mem_mb=model_mem_mb,
+        gres=model_gres,
+    shell:
+        stage_cmd("qualification", "--part {wildcards.part}")
+
+
 rule qualification:
     input:
-        f"{RESULTS}/{{study}}/reference.seal.json",
-        f"{RESULTS}/{{study}}/runs.parquet",
+        config=study_config,
+        jobs=job_files("qualification", "qualification.parquet"),
     output:
         f"{RESULTS}/{{study}}/qualification.parquet",
     log:
         f"{RESULTS}/{{study}}/logs/qualification.log",
     conda:
         ENV
-    threads: 2
+    threads: 1
     resources:
-        mem_mb=8000,
+        mem_mb=2000,
     shell:
-        stage_cmd("qualification")
+        stage_cmd("qualification", "--gather")
 
 
 rule predict:
     input:
-        f"{RESULTS}/{{study}}/reference.seal.json",
+        config=study_config,
+        prompts=f"{RESULTS}/{{study}}/prompts.jsonl",
+        reference=f"{RESULTS}/{{study}}/reference.parquet",
+        seal=f"{RESULTS}/{{study}}/reference.seal.json",
     output:
         f"{RESULTS}/{{study}}/prediction_seal.json",
     log:
@@ -42,13 +69,16 @@ rule predict:
         ENV
     threads: 2
     resources:
-        mem_mb=8000,
+        mem_mb=model_mem_mb,
+        gres=model_gres,
     shell:
         stage_cmd("predict")
 
 
 rule predicted:
     input:
+        config=study_config,
+        prompts=f"{RESULTS}/{{study}}/prompts.jsonl",
         f"{RESULTS}/{{study}}/prediction_seal.json",
     output:
         f"{RESULTS}/{{study}}/prediction.json",
@@ -58,13 +88,18 @@ rule predicted:
         ENV
     threads: 2
     resources:
-        mem_mb=8000,
+        mem_mb=model_mem_mb,
+        gres=model_gres,
     shell:
         stage_cmd("predicted")
 
 
 rule pit:
     input:
+        config=study_config,
+        prompts=f"{RESULTS}/{{study}}/prompts.jsonl",
+        reference=f"{RESULTS}/{{study}}/reference.parquet",
+        seal=f"{RESULTS}/{{study}}/reference.seal.json",
         f"{RESULTS}/{{study}}/runs.parquet",
     output:
         f"{RESULTS}/{{study}}/pit.parquet",
@@ -74,13 +109,18 @@ rule pit:
         ENV
     threads: 2
     resources:
-        mem_mb=8000,
+        mem_mb=model_mem_mb,
+        gres=model_gres,
     shell:
         stage_cmd("pit")
 
 
 rule margins:
     input:
+        config=study_config,
+        prompts=f"{RESULTS}/{{study}}/prompts.jsonl",
+        reference=f"{RESULTS}/{{study}}/reference.parquet",
+        seal=f"{RESULTS}/{{study}}/reference.seal.json",
         f"{RESULTS}/{{study}}/runs.parquet",
         f"{RESULTS}/{{study}}/qualification.parquet",
     output:
@@ -91,45 +131,47 @@ rule margins:
         ENV
     threads: 2
     resources:
-        mem_mb=8000,
+        mem_mb=model_mem_mb,
+        gres=model_gres,
     shell:
         stage_cmd("margins")
 
 
 rule level1:
-    input:
-        f"{RESULTS}/{{study}}/provenance.json",
     output:
         f"{RESULTS}/{{study}}/level1.json",
     log:
         f"{RESULTS}/{{study}}/logs/level1.log",
     conda:
         ENV
+    params:
+        seed=study_seed,
     threads: 1
     resources:
         mem_mb=1000,
     shell:
-        stage_cmd("level1")
+        f"specproof stage level1 --seed {{params.seed}} --results {RESULTS}/{{wildcards.study}} {TEE}"
 
 
 rule level2:
-    input:
-        f"{RESULTS}/{{study}}/provenance.json",
     output:
         f"{RESULTS}/{{study}}/level2.json",
     log:
         f"{RESULTS}/{{study}}/logs/level2.log",
     conda:
         ENV
+    params:
+        seed=study_seed,
     threads: 1
     resources:
         mem_mb=1000,
     shell:
-        stage_cmd("level2")
+        f"specproof stage level2 --seed {{params.seed}} --results {RESULTS}/{{wildcards.study}} {TEE}"
 
 
 rule calibration:
     input:
+        config=study_config,
         f"{RESULTS}/{{study}}/pit.parquet",
     output:
         f"{RESULTS}/{{study}}/calibration.parquet",

@@ -3,10 +3,12 @@
 Order within one (pair, prompt, temperature, repetition) block: target-only, then each
 speculative configuration, then target-only again (A B.. A), so slow drift hits both
 paths; a speculative run's baseline is the mean of the two bracketing target-only
-runs. Timing excludes model load and prefill (``decode_ns`` only).
+runs. Timing excludes model load and prefill (``decode_ns`` only). Each run records the
+host that timed it (``host``): the analysis compares runs of one block only on one host.
 """
 from __future__ import annotations
 
+import socket
 from pathlib import Path
 
 import pandas as pd
@@ -44,7 +46,7 @@ def run_grid(study: Study, prompt_set: list[dict], runs_out: Path, rounds_out: P
         2 + sum(c.temperature == t for c in grid) for t in temps)
     pool, run_rows, round_frames = ModelPool(study), [], []
     bar = tqdm(total=n_runs, desc=f"runs {study.name}", unit="run")
-    order = 0
+    order, host = 0, socket.gethostname()
     for _, pair, target in pool.each_pair(study.pairs):
         for rec in prompt_set:
             ids = prompt_ids(target, rec)
@@ -56,7 +58,7 @@ def run_grid(study: Study, prompt_set: list[dict], runs_out: Path, rounds_out: P
                         seed = run_seed(study, block, j)
                         base = {"pair": pair["name"], "target": pair["target"], "draft": pair["draft"],
                                 "workload": rec["workload"], "prompt_id": rec["id"], "rep": rep,
-                                "seed": seed}
+                                "seed": seed, "host": host}
                         settings = DecodeSettings(study.settings["max_new_tokens"], temp, seed, "batched")
                         if item == "A":
                             r = decode_target_only(target, ids, settings)
