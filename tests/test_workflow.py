@@ -19,11 +19,17 @@ STUDIES = ROOT / "tests" / "data" / "studies"
 
 
 def snakemake(base: Path, *args, results: Path | None = None, config=(), check=True):
-    cmd = [str(BIN / "snakemake"), "--cores", "2", "--resources", "timed=1",
+    """Run snakemake on ``base`` (config.yaml, studies/); ``args``: options, then targets
+    (after "--" when an option takes a value)."""
+    if "--" in args:
+        opts, targets = args[:args.index("--")], args[args.index("--") + 1:]
+    else:
+        opts, targets = [a for a in args if a.startswith("-")], [a for a in args if not a.startswith("-")]
+    cmd = [str(BIN / "snakemake"), "--cores", "2", *opts, "--resources", "timed=1",
            "--configfile", str(base / "config.yaml"),
            "--config", f"results_dir={results or base / 'results'}", f"manifests_dir={base}/manifests",
            f"figures_dir={base}/figures", f"paper_dir={base}/paper", f"studies_dir={base}/studies",
-           *config, *args]
+           *config, "--", *targets]
     env = dict(os.environ, PATH=f"{BIN}:{os.environ['PATH']}")
     res = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, env=env, timeout=900)
     if check and res.returncode != 0:

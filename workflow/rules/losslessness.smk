@@ -79,7 +79,7 @@ rule predicted:
     input:
         config=study_config,
         prompts=f"{RESULTS}/{{study}}/prompts.jsonl",
-        f"{RESULTS}/{{study}}/prediction_seal.json",
+        prediction_seal=f"{RESULTS}/{{study}}/prediction_seal.json",
     output:
         f"{RESULTS}/{{study}}/prediction.json",
     log:
@@ -100,7 +100,7 @@ rule pit:
         prompts=f"{RESULTS}/{{study}}/prompts.jsonl",
         reference=f"{RESULTS}/{{study}}/reference.parquet",
         seal=f"{RESULTS}/{{study}}/reference.seal.json",
-        f"{RESULTS}/{{study}}/runs.parquet",
+        runs=f"{RESULTS}/{{study}}/runs.parquet",
     output:
         f"{RESULTS}/{{study}}/pit.parquet",
     log:
@@ -121,8 +121,8 @@ rule margins:
         prompts=f"{RESULTS}/{{study}}/prompts.jsonl",
         reference=f"{RESULTS}/{{study}}/reference.parquet",
         seal=f"{RESULTS}/{{study}}/reference.seal.json",
-        f"{RESULTS}/{{study}}/runs.parquet",
-        f"{RESULTS}/{{study}}/qualification.parquet",
+        runs=f"{RESULTS}/{{study}}/runs.parquet",
+        qualification=f"{RESULTS}/{{study}}/qualification.parquet",
     output:
         f"{RESULTS}/{{study}}/margins.parquet",
     log:
@@ -172,7 +172,7 @@ rule level2:
 rule calibration:
     input:
         config=study_config,
-        f"{RESULTS}/{{study}}/pit.parquet",
+        pit=f"{RESULTS}/{{study}}/pit.parquet",
     output:
         f"{RESULTS}/{{study}}/calibration.parquet",
         f"{RESULTS}/{{study}}/calibration.json",

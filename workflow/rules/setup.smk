@@ -34,7 +34,7 @@ rule prompts:
 rule provenance:
     input:
         config=study_config,
-        f"{RESULTS}/{{study}}/models.json",
+        models=f"{RESULTS}/{{study}}/models.json",
         prompts=f"{RESULTS}/{{study}}/prompts.jsonl",
     output:
         f"{RESULTS}/{{study}}/provenance.json",
