@@ -38,11 +38,12 @@ test: install
 test-fast: install
 	$(BIN)/python -m pytest -q -ra -m "not models"
 
+# timed=1: the stages that time decoding (runs, micro, advise) never overlap.
 study: install
-	$(BIN)/snakemake --cores $(CORES) study --config study=$(STUDY)
+	$(BIN)/snakemake --cores $(CORES) --resources timed=1 --rerun-incomplete study --config study=$(STUDY)
 
 paper: install
-	$(BIN)/snakemake --cores $(CORES) all
+	$(BIN)/snakemake --cores $(CORES) --resources timed=1 all
 
 audit: install
 	$(BIN)/snakemake --cores $(CORES) audit

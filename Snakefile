@@ -12,6 +12,15 @@ report: "workflow/report/workflow.rst"
 
 
 include: "workflow/rules/common.smk"
+
+
+# steps that load no model and take seconds (among them the gathers of split stages) run
+# where snakemake runs, not as cluster jobs
+localrules:
+    all, study, models, prompts, reference, runs, micro, qualification, analyze, figures,
+    machines_figure, numbers, drift, study_numbers, study_report, paper, audit,
+
+
 include: "workflow/rules/setup.smk"
 include: "workflow/rules/reference.smk"
 include: "workflow/rules/runs.smk"

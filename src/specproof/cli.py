@@ -145,11 +145,9 @@ def cmd_advise(a) -> int:
 
 
 def _dirs(a) -> None:
-    """--studies-dir / --model-dir set where study configs and derived models live."""
+    """--model-dir sets where derived models live."""
     import os
     from pathlib import Path
-    if getattr(a, "studies_dir", None):
-        os.environ["SPECPROOF_STUDIES"] = str(Path(a.studies_dir).resolve())
     if getattr(a, "model_dir", None):
         os.environ["SPECPROOF_MODEL_DIR"] = str(Path(a.model_dir).resolve())
 
@@ -157,9 +155,13 @@ def _dirs(a) -> None:
 def cmd_stage(a) -> int:
     from pathlib import Path
     from .analysis.analyze import stage_analyze
-    from .evidence.stages import STAGES, run_stage
+    from .evidence.stages import run_stage
     _dirs(a)
-    run_stage(a.name, a.study, Path(a.results), {**STAGES, "analyze": stage_analyze})
+    if a.name == "analyze":  # reads only the raw records, no study config
+        stage_analyze(Path(a.results))
+        return 0
+    run_stage(a.name, Path(a.results), config=a.config and Path(a.config), seed=a.seed, part=a.part,
+              gather_jobs=a.gather)
     return 0
 
 
@@ -205,8 +207,7 @@ def cmd_freeze(a) -> int:
     from pathlib import Path
     from .publish.manifests import freeze
     from .study.config import load_study
-    _dirs(a)
-    load_study(a.study)  # unknown study names fail here, with the known ones listed
+    load_study(a.study, a.studies_dir and Path(a.studies_dir))  # unknown study names fail here, with the known ones listed
     path = freeze(a.study, Path(a.results) / a.study, Path(a.manifests), force=a.force, machine=a.machine)
     print(f"{path}: frozen")
     return 0
@@ -265,9 +266,12 @@ def build_parser() -> argparse.ArgumentParser:
 
     st = sub.add_parser("stage", help="run one pipeline stage of a study (used by the Snakemake rules)")
     st.add_argument("name", help="stage name, e.g. reference, runs, micro")
-    st.add_argument("--study", required=True, help="study name (config/studies/<name>.yaml)")
+    st.add_argument("--config", help="the study config file, e.g. config/studies/<name>.yaml")
+    st.add_argument("--seed", type=int, help="the study seed (level1, level2: they read no config)")
     st.add_argument("--results", required=True, help="the study's results directory")
-    st.add_argument("--studies-dir", help="where study configs live (default config/studies)")
+    st.add_argument("--part", help="one job of a split stage: a pair (runs) or a target "
+                                   "(reference, micro, qualification)")
+    st.add_argument("--gather", action="store_true", help="join a split stage's jobs into its files")
     st.add_argument("--model-dir", help="where derived model files go (default ~/.cache/specproof/models)")
     st.set_defaults(func=cmd_stage)
 

@@ -1,6 +1,6 @@
 rule analyze:
     input:
-        [f"{RESULTS}/{{study}}/{f}" for f in RAW + OPTIONAL],
+        [f"{RESULTS}/{{study}}/{f}" for f in ANALYZED],
     output:
         [f"{RESULTS}/{{study}}/{f}" for f in DERIVED],
     log:
@@ -11,7 +11,7 @@ rule analyze:
     resources:
         mem_mb=2000,
     shell:
-        stage_cmd("analyze")
+        f"specproof stage analyze --results {RESULTS}/{{wildcards.study}} {TEE}"
 
 
 rule figures:

@@ -1,6 +1,12 @@
+import sys
+from functools import cache
 from pathlib import Path
 
+from snakemake.exceptions import WorkflowError
 from snakemake.utils import validate
+from specproof.errors import ConfigError
+from specproof.evidence.stages import job_parts
+from specproof.study.config import load_study, load_yaml
 from specproof.publish.figures import NAMES as FIGURE_NAMES
 from specproof.publish.manifests import DERIVED, OPTIONAL, RAW, is_frozen, set_dir, split_set
 
@@ -20,6 +26,7 @@ ENV = "../../environment.yml"
 wildcard_constraints:
     study=r"[A-Za-z0-9][A-Za-z0-9_.-]*",
     set=r"[A-Za-z0-9][A-Za-z0-9_.-]*(@[A-Za-z0-9][A-Za-z0-9_-]*)?",
+    part=r"[^/]+",
 
 
 def records(set_id):
@@ -68,7 +75,96 @@ def paper_pdf():
     return f"{PAPER}/paper.pdf"
 
 
-def stage_cmd(name):
-    """The shell line that runs one model-running stage of a study into its results dir."""
-    return (f"specproof stage {name} --study {{wildcards.study}} --studies-dir {STUDIES_DIR} "
-            f"--model-dir {MODEL_DIR} --results {RESULTS}/{{wildcards.study}} > {{log}} 2>&1")
+# the raw records `analysis.analyze` reads (the rest of RAW is provenance for the audit);
+# a run made by this code writes every OPTIONAL record, a set frozen earlier may lack them
+ANALYZED = ["provenance.json", "prompts.jsonl", "reference.parquet", "reference.seal.json",
+            "runs.parquet", "rounds.parquet", "micro.parquet", "pit.parquet",
+            "batch_invariance.parquet", "qualification.parquet", "margins.parquet",
+            "prediction_seal.json", "prediction.json", "level1.json", "level2.json",
+            "calibration.json", "calibration.parquet", "advise.parquet"] + OPTIONAL
+
+
+def fail(message):
+    """A user's mistake stops planning with one line and exit status 2."""
+    print(f"snakemake: error: {message}", file=sys.stderr)
+    sys.exit(2)
+
+
+def study_config(wildcards):
+    """The study config file of the rule's study: a declared input of every stage that reads it."""
+    return f"{STUDIES_DIR}/{wildcards.study}.yaml"
+
+
+def study_data(study):
+    return study_object(study).data
+
+
+@cache
+def study_object(study):
+    """The study config, validated at planning time: Snakemake's ``validate`` against the
+    study schema, then specproof's cross-references (pairs name known models); any error
+    is one line naming the file and the field."""
+    path = Path(STUDIES_DIR) / f"{study}.yaml"
+    if not path.is_file():
+        known = ", ".join(sorted(p.stem for p in Path(STUDIES_DIR).glob("*.yaml")))
+        fail(f"unknown study {study!r}: no {path} (known: {known})")
+    try:
+        validate(load_yaml(path), "../../src/specproof/study/schemas/study.schema.yaml", set_default=False)
+    except ConfigError as exc:  # not YAML, or not a mapping
+        fail(str(exc))
+    except WorkflowError as exc:
+        err = exc.__context__
+        field = ".".join(str(p) for p in getattr(err, "absolute_path", [])) or "(top level)"
+        fail(f"{path}: field {field}: {getattr(err, 'message', exc)}")
+    try:
+        return load_study(path)
+    except ConfigError as exc:
+        fail(str(exc))
+
+
+def prompt_files(wildcards):
+    """The prompt files a study's workloads name (source: file), relative to the checkout."""
+    workloads = study_data(wildcards.study)["workloads"]
+    return [w["path"] for w in workloads.values() if w["source"] == "file" and "path" in w]
+
+
+def study_seed(wildcards):
+    return study_data(wildcards.study)["settings"]["seed"]
+
+
+def model_mem_mb(wildcards):
+    """Memory of a model-running job, MB: the study's ``resources.mem_mb`` (default 8000)."""
+    return study_data(wildcards.study).get("resources", {}).get("mem_mb", 8000)
+
+
+def model_gres(wildcards):
+    """SLURM generic resources of a model-running job (e.g. "gpu:1"): the study's
+    ``resources.gres``; empty (none asked) by default."""
+    return study_data(wildcards.study).get("resources", {}).get("gres", "")
+
+
+def job_files(stage, *names):
+    """Input function of a gather rule: the files every job of a split stage writes
+    (one job per pair or per target; ``evidence.stages.JOBS``)."""
+    return lambda w: [f"{RESULTS}/{w.study}/jobs/{stage}/{part}/{n}"
+                      for part in job_parts(study_object(w.study), stage) for n in names]
+
+
+def job_out(stage, name):
+    return f"{RESULTS}/{{study}}/jobs/{stage}/{{part}}/{name}"
+
+
+# Each stage's progress (tqdm, on stderr) goes to the terminal and to its log file.
+TEE = "2>&1 | tee {log}"
+
+
+def stage_cmd(name, extra=""):
+    """The shell line that runs one model-running stage of a study into its results dir;
+    the study config reaches it as an argument (the rule's ``input.config``). ``extra``:
+    ``--part {wildcards.part}`` for one job of a split stage, ``--gather`` to join them."""
+    return (f"specproof stage {name} --config {{input.config}} --model-dir {MODEL_DIR} "
+            f"--results {RESULTS}/{{wildcards.study}} {extra} {TEE}")
+
+
+if "study" in config:  # the study `snakemake study` runs: a bad one stops planning here
+    study_data(split_set(config["study"])[0])

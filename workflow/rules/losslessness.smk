@@ -1,6 +1,9 @@
 rule batch_invariance:
     input:
-        f"{RESULTS}/{{study}}/reference.seal.json",
+        config=study_config,
+        prompts=f"{RESULTS}/{{study}}/prompts.jsonl",
+        reference=f"{RESULTS}/{{study}}/reference.parquet",
+        seal=f"{RESULTS}/{{study}}/reference.seal.json",
     output:
         f"{RESULTS}/{{study}}/batch_invariance.parquet",
     log:
@@ -9,31 +12,55 @@ rule batch_invariance:
         ENV
     threads: 2
     resources:
-        mem_mb=8000,
+        mem_mb=model_mem_mb,
+        gres=model_gres,
     shell:
         stage_cmd("batch_invariance")
 
 
+rule qualification_job:
+    input:
+        config=study_config,
+        prompts=f"{RESULTS}/{{study}}/prompts.jsonl",
+        reference=f"{RESULTS}/{{study}}/reference.parquet",
+        seal=f"{RESULTS}/{{study}}/reference.seal.json",
+    output:
+        job_out("qualification", "qualification.parquet"),
+    log:
+        f"{RESULTS}/{{study}}/logs/qualification/{{part}}.log",
+    conda:
+        ENV
+    threads: 2
+    resources:
+        mem_mb=model_mem_mb,
+        gres=model_gres,
+    shell:
+        stage_cmd("qualification", "--part {wildcards.part}")
+
+
 rule qualification:
     input:
-        f"{RESULTS}/{{study}}/reference.seal.json",
-        f"{RESULTS}/{{study}}/runs.parquet",
+        config=study_config,
+        jobs=job_files("qualification", "qualification.parquet"),
     output:
         f"{RESULTS}/{{study}}/qualification.parquet",
     log:
         f"{RESULTS}/{{study}}/logs/qualification.log",
     conda:
         ENV
-    threads: 2
+    threads: 1
     resources:
-        mem_mb=8000,
+        mem_mb=2000,
     shell:
-        stage_cmd("qualification")
+        stage_cmd("qualification", "--gather")
 
 
 rule predict:
     input:
-        f"{RESULTS}/{{study}}/reference.seal.json",
+        config=study_config,
+        prompts=f"{RESULTS}/{{study}}/prompts.jsonl",
+        reference=f"{RESULTS}/{{study}}/reference.parquet",
+        seal=f"{RESULTS}/{{study}}/reference.seal.json",
     output:
         f"{RESULTS}/{{study}}/prediction_seal.json",
     log:
@@ -42,14 +69,17 @@ rule predict:
         ENV
     threads: 2
     resources:
-        mem_mb=8000,
+        mem_mb=model_mem_mb,
+        gres=model_gres,
     shell:
         stage_cmd("predict")
 
 
 rule predicted:
     input:
-        f"{RESULTS}/{{study}}/prediction_seal.json",
+        config=study_config,
+        prompts=f"{RESULTS}/{{study}}/prompts.jsonl",
+        prediction_seal=f"{RESULTS}/{{study}}/prediction_seal.json",
     output:
         f"{RESULTS}/{{study}}/prediction.json",
         f"{RESULTS}/{{study}}/prediction_live.parquet",
@@ -59,14 +89,19 @@ rule predicted:
         ENV
     threads: 2
     resources:
-        mem_mb=8000,
+        mem_mb=model_mem_mb,
+        gres=model_gres,
     shell:
         stage_cmd("predicted")
 
 
 rule pit:
     input:
-        f"{RESULTS}/{{study}}/runs.parquet",
+        config=study_config,
+        prompts=f"{RESULTS}/{{study}}/prompts.jsonl",
+        reference=f"{RESULTS}/{{study}}/reference.parquet",
+        seal=f"{RESULTS}/{{study}}/reference.seal.json",
+        runs=f"{RESULTS}/{{study}}/runs.parquet",
     output:
         f"{RESULTS}/{{study}}/pit.parquet",
     log:
@@ -75,15 +110,20 @@ rule pit:
         ENV
     threads: 2
     resources:
-        mem_mb=8000,
+        mem_mb=model_mem_mb,
+        gres=model_gres,
     shell:
         stage_cmd("pit")
 
 
 rule margins:
     input:
-        f"{RESULTS}/{{study}}/runs.parquet",
-        f"{RESULTS}/{{study}}/qualification.parquet",
+        config=study_config,
+        prompts=f"{RESULTS}/{{study}}/prompts.jsonl",
+        reference=f"{RESULTS}/{{study}}/reference.parquet",
+        seal=f"{RESULTS}/{{study}}/reference.seal.json",
+        runs=f"{RESULTS}/{{study}}/runs.parquet",
+        qualification=f"{RESULTS}/{{study}}/qualification.parquet",
     output:
         f"{RESULTS}/{{study}}/margins.parquet",
     log:
@@ -92,14 +132,13 @@ rule margins:
         ENV
     threads: 2
     resources:
-        mem_mb=8000,
+        mem_mb=model_mem_mb,
+        gres=model_gres,
     shell:
         stage_cmd("margins")
 
 
 rule level1:
-    input:
-        f"{RESULTS}/{{study}}/provenance.json",
     output:
         f"{RESULTS}/{{study}}/level1.json",
         f"{RESULTS}/{{study}}/level1.parquet",
@@ -107,16 +146,16 @@ rule level1:
         f"{RESULTS}/{{study}}/logs/level1.log",
     conda:
         ENV
+    params:
+        seed=study_seed,
     threads: 1
     resources:
         mem_mb=1000,
     shell:
-        stage_cmd("level1")
+        f"specproof stage level1 --seed {{params.seed}} --results {RESULTS}/{{wildcards.study}} {TEE}"
 
 
 rule level2:
-    input:
-        f"{RESULTS}/{{study}}/provenance.json",
     output:
         f"{RESULTS}/{{study}}/level2.json",
         f"{RESULTS}/{{study}}/level2.parquet",
@@ -124,16 +163,19 @@ rule level2:
         f"{RESULTS}/{{study}}/logs/level2.log",
     conda:
         ENV
+    params:
+        seed=study_seed,
     threads: 1
     resources:
         mem_mb=1000,
     shell:
-        stage_cmd("level2")
+        f"specproof stage level2 --seed {{params.seed}} --results {RESULTS}/{{wildcards.study}} {TEE}"
 
 
 rule calibration:
     input:
-        f"{RESULTS}/{{study}}/pit.parquet",
+        config=study_config,
+        pit=f"{RESULTS}/{{study}}/pit.parquet",
     output:
         f"{RESULTS}/{{study}}/calibration.parquet",
         f"{RESULTS}/{{study}}/calibration.json",

@@ -1,4 +1,6 @@
 rule models:
+    input:
+        config=study_config,
     output:
         f"{RESULTS}/{{study}}/models.json",
     log:
@@ -13,6 +15,9 @@ rule models:
 
 
 rule prompts:
+    input:
+        config=study_config,
+        prompt_files=prompt_files,
     output:
         f"{RESULTS}/{{study}}/prompts.jsonl",
     log:
@@ -28,8 +33,9 @@ rule prompts:
 
 rule provenance:
     input:
-        f"{RESULTS}/{{study}}/models.json",
-        f"{RESULTS}/{{study}}/prompts.jsonl",
+        config=study_config,
+        models=f"{RESULTS}/{{study}}/models.json",
+        prompts=f"{RESULTS}/{{study}}/prompts.jsonl",
     output:
         f"{RESULTS}/{{study}}/provenance.json",
     log:

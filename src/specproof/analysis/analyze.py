@@ -127,7 +127,7 @@ def finite(x) -> float | None:
     return x if np.isfinite(x) else None
 
 
-def stage_analyze(study, d: Path) -> None:
+def stage_analyze(d: Path) -> None:
     """The ``analyze`` stage (``specproof stage analyze``): one study's derived tables from
     its raw records; loads no model."""
     write_derived(analyze(d), d)

@@ -21,11 +21,32 @@ import numpy as np
 import pandas as pd
 
 from ..decode.costmodel import acceptance_by_position, expected_committed
+from ..errors import SpecproofError
+
+
+BLOCK = ["pair", "prompt_id", "rep", "temperature"]
+
+
+def check_one_host(runs: pd.DataFrame) -> None:
+    """A speedup divides a speculative run's tokens/s by its block's target-only tokens/s,
+    so every run of a block must be timed on one host. Records without ``host`` (sets
+    frozen before it was recorded) come from one whole-study job and pass."""
+    if "host" not in runs:
+        return
+    hosts = runs.groupby(BLOCK)["host"].unique()
+    mixed = hosts[hosts.map(len) > 1]
+    if len(mixed):
+        key, names = mixed.index[0], mixed.iloc[0]
+        block = "|".join(str(x) for x in key)
+        raise SpecproofError(f"runs.parquet: field host: block {block} was timed on {len(names)} hosts "
+                             f"({', '.join(sorted(map(str, names)))}); refusing to compare a speculative "
+                             "run with a target-only run from another host")
 
 
 def baselines(runs: pd.DataFrame) -> pd.DataFrame:
     """Per (pair, prompt, rep, temperature) block: mean target-only tokens/s of the
-    bracketing A runs."""
+    bracketing A runs; refused when a block's runs come from more than one host."""
+    check_one_host(runs)
     a = runs[runs["path"] == "target"]
     return (a.groupby(["pair", "prompt_id", "rep", "temperature"])["tokens_per_s"].mean()
             .rename("baseline_tokens_per_s").reset_index())

@@ -12,10 +12,12 @@ and prefill (``decode_ns`` only).
 Greedy runs stop at EOS, as a user's would. Sampled runs (T > 0) decode exactly
 ``max_new_tokens`` tokens (no stop at EOS; the models go on sampling past it): whether a
 sample hits EOS early is chance, and a speedup of runs of different lengths would
-compare unequal work (one T = 1 run that stopped after one token read S = 0.145).
+compare unequal work (one T = 1 run that stopped after one token read S = 0.145). Each run records the
+host that timed it (``host``): the analysis compares runs of one block only on one host.
 """
 from __future__ import annotations
 
+import socket
 from pathlib import Path
 
 import numpy as np
@@ -63,7 +65,7 @@ def run_grid(study: Study, prompt_set: list[dict], runs_out: Path, rounds_out: P
         2 + sum(c.temperature == t for c in grid) for t in temps)
     pool, run_rows, round_frames = ModelPool(study), [], []
     bar = tqdm(total=n_runs, desc=f"runs {study.name}", unit="run")
-    order = 0
+    order, host = 0, socket.gethostname()
     for _, pair, target in pool.each_pair(study.pairs):
         for rec in prompt_set:
             ids = prompt_ids(target, rec)
@@ -78,7 +80,7 @@ def run_grid(study: Study, prompt_set: list[dict], runs_out: Path, rounds_out: P
                         seed = run_seed(study, block, j)
                         base = {"pair": pair["name"], "target": pair["target"], "draft": pair["draft"],
                                 "workload": rec["workload"], "prompt_id": rec["id"], "rep": rep,
-                                "seed": seed}
+                                "seed": seed, "host": host}
                         settings = DecodeSettings(study.settings["max_new_tokens"], temp, seed, "batched",
                                                   stop_at_eos=temp == 0)
                         if item == "A":

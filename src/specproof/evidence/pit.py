@@ -100,6 +100,10 @@ def uniformity(u: np.ndarray, bins: int = CHI2_BINS) -> dict:
             "chi2_stat": float(chi.statistic), "chi2_pvalue": float(chi.pvalue), "chi2_bins": bins}
 
 
+PIT_COLUMNS = ["run_id", "pair", "target", "path", "config", "workload", "prompt_id", "t", "token",
+               "p_token", "cdf_below", "u", "u_rank"]
+
+
 def score_runs(study: Study, prompt_set: list[dict], runs: pd.DataFrame, out: Path) -> None:
     """Level 3: PIT of every token of every sampled speculative run, and of the first
     target-only run of each sampled block as a control, scored on the target-only path."""
@@ -121,4 +125,5 @@ def score_runs(study: Study, prompt_set: list[dict], runs: pd.DataFrame, out: Pa
                              "config": r.config, "workload": r.workload, "prompt_id": r.prompt_id,
                              "t": t, "token": int(r.ids[t]), "p_token": px, "cdf_below": below, "u": u,
                              "u_rank": u_rank})
-    write_parquet(pd.DataFrame(rows), out)
+    # a greedy-only grid has no sampled run: an empty table that still has its columns
+    write_parquet(pd.DataFrame(rows, columns=PIT_COLUMNS), out)

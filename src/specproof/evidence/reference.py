@@ -18,6 +18,11 @@ from ..study.workloads import prompt_ids
 
 
 def run_reference(study: Study, prompt_set: list[dict], provenance: Path, out: Path, seal: Path) -> None:
+    seal_reference(study, reference_rows(study, prompt_set), provenance, out, seal)
+
+
+def reference_rows(study: Study, prompt_set: list[dict]) -> pd.DataFrame:
+    """Greedy target-only ids of every (target, prompt) of the study, in target order."""
     settings = DecodeSettings(max_new_tokens=study.settings["max_new_tokens"], temperature=0.0,
                               seed=study.settings["seed"])
     pool, rows = ModelPool(study), []
@@ -31,7 +36,11 @@ def run_reference(study: Study, prompt_set: list[dict], provenance: Path, out: P
                          "stop_reason": r.stop_reason})
             bar.update()
     bar.close()
-    df = pd.DataFrame(rows)
+    return pd.DataFrame(rows)
+
+
+def seal_reference(study: Study, df: pd.DataFrame, provenance: Path, out: Path, seal: Path) -> None:
+    """Write the reference and its seal: sha256 of the canonical ids with the provenance's."""
     write_parquet(df, out)
     write_json({"study": study.name, "ids_sha256": reference_ids_sha256(df),
                 "provenance_sha256": sha256_file(provenance),

@@ -1,7 +1,8 @@
 """Pipeline stages that run models, by name: each is a thin adapter that reads and writes
 files under one study's results directory by fixed names (the Snakemake rules declare
-the same names; ``publish.manifests`` lists which are raw and which derived). The work
-is in the module that owns it.
+the same names as their inputs and outputs; ``publish.manifests`` lists which are raw
+and which derived). The study config reaches a stage as a path argument (the rule's
+input), never through the environment. The work is in the module that owns it.
 """
 from __future__ import annotations
 
@@ -57,25 +58,31 @@ def stage_provenance(study: Study, d: Path) -> None:
     write_json(prov, d / "provenance.json")
 
 
-def stage_reference(study: Study, d: Path) -> None:
-    from .reference import run_reference
-    run_reference(study, load_prompt_set(d), d / "provenance.json", d / "reference.parquet",
-                  d / "reference.seal.json")
+def stage_reference(study: Study, d: Path, out: Path | None = None) -> None:
+    """Greedy references; with ``out`` (a job of one target) the rows only, unsealed:
+    the gather seals the whole table."""
+    from .reference import reference_rows, seal_reference
+    rows = reference_rows(study, load_prompt_set(d))
+    if out is not None:
+        write_parquet(rows, out / "reference.parquet")
+        return
+    seal_reference(study, rows, d / "provenance.json", d / "reference.parquet", d / "reference.seal.json")
 
 
 def _sealed(d: Path) -> pd.DataFrame:
     return check_seal(d / "reference.parquet", d / "reference.seal.json")
 
 
-def stage_runs(study: Study, d: Path) -> None:
+def stage_runs(study: Study, d: Path, out: Path | None = None) -> None:
     from .grid import run_grid
+    out = d if out is None else out
     _sealed(d)
-    run_grid(study, load_prompt_set(d), d / "runs.parquet", d / "rounds.parquet")
+    run_grid(study, load_prompt_set(d), out / "runs.parquet", out / "rounds.parquet")
 
 
-def stage_micro(study: Study, d: Path) -> None:
+def stage_micro(study: Study, d: Path, out: Path | None = None) -> None:
     from .micro import run_micro
-    run_micro(study, load_prompt_set(d), d / "micro.parquet")
+    run_micro(study, load_prompt_set(d), (d if out is None else out) / "micro.parquet")
 
 
 def stage_pit(study: Study, d: Path) -> None:
@@ -89,9 +96,10 @@ def stage_batch_invariance(study: Study, d: Path) -> None:
     probe_batch_invariance(study, load_prompt_set(d), _sealed(d), d / "batch_invariance.parquet")
 
 
-def stage_qualification(study: Study, d: Path) -> None:
+def stage_qualification(study: Study, d: Path, out: Path | None = None) -> None:
     from .qualification import run_qualification
-    run_qualification(study, load_prompt_set(d), _sealed(d), d / "qualification.parquet")
+    run_qualification(study, load_prompt_set(d), _sealed(d),
+                      (d if out is None else out) / "qualification.parquet")
 
 
 def stage_predict(study: Study, d: Path) -> None:
@@ -106,18 +114,18 @@ def stage_predicted(study: Study, d: Path) -> None:
                   d / "prediction_live.parquet")
 
 
-def stage_level1(study: Study, d: Path) -> None:
+def stage_level1(seed: int, d: Path) -> None:
     from .calibration import level1
     draws: list[dict] = []
-    summary = level1(seed=study.settings["seed"], records=draws)
+    summary = level1(seed=seed, records=draws)
     write_parquet(pd.DataFrame(draws), d / "level1.parquet")
     write_json(summary, d / "level1.json")
 
 
-def stage_level2(study: Study, d: Path) -> None:
+def stage_level2(seed: int, d: Path) -> None:
     from .calibration import level2
     pit: list[dict] = []
-    summary = level2(seed=study.settings["seed"], records=pit)
+    summary = level2(seed=seed, records=pit)
     write_parquet(pd.DataFrame(pit), d / "level2.parquet")
     write_json(summary, d / "level2.json")
 
@@ -125,7 +133,8 @@ def stage_level2(study: Study, d: Path) -> None:
 def stage_calibration(study: Study, d: Path) -> None:
     from .calibration import calibrate
     pit = read_parquet(d / "pit.parquet")
-    n_tokens = int((pit["path"] == "speculative").sum())
+    # a greedy-only grid scores no token: pit.parquet is empty (older ones have no columns)
+    n_tokens = int((pit["path"] == "speculative").sum()) if "path" in pit else 0
     cfg = study.section("certificate", calibration_repetitions=200, alpha=0.05)
     power: list[dict] = []
     table, summary = calibrate(n_tokens, cfg["calibration_repetitions"], cfg["alpha"],
@@ -154,20 +163,86 @@ STAGES: dict[str, Stage] = {
     "reference": stage_reference, "runs": stage_runs, "micro": stage_micro, "pit": stage_pit,
     "batch_invariance": stage_batch_invariance, "qualification": stage_qualification,
     "predict": stage_predict, "predicted": stage_predicted, "margins": stage_margins,
-    "advise": stage_advise, "level1": stage_level1, "level2": stage_level2,
-    "calibration": stage_calibration,
+    "advise": stage_advise, "calibration": stage_calibration,
 }
+# stages that read no study config, only its seed (passed by the rule): editing a K
+# leaves their records valid, and Snakemake plans no rerun of them
+SEEDED: dict[str, Callable[[int, Path], None]] = {"level1": stage_level1, "level2": stage_level2}
+
+# Model-running stages split into resumable jobs, one per pair or per target; each job
+# writes the stage's files under jobs/<stage>/<part>/ and ``gather`` joins them into the
+# files the analysis reads (same names, same rows, same order as one whole-study job).
+JOBS: dict[str, str] = {"reference": "target", "runs": "pair", "micro": "target",
+                        "qualification": "target"}
 
 
-def run_stage(name: str, study_name: str, results: Path, stages: dict[str, Stage] | None = None) -> None:
-    """Run one stage for a study. ``stages`` defaults to the model-running ones; the
-    command line adds the analysis stage (a room above this one)."""
+def job_dir(d: Path, stage: str, part: str) -> Path:
+    """Where one job of a split stage writes: ``<results>/jobs/<stage>/<part>/``."""
+    return Path(d) / "jobs" / stage / part
+
+
+def job_parts(study: Study, stage: str) -> list[str]:
+    """The jobs of a split stage, in the order the whole-study stage would run them."""
+    return [p["name"] for p in study.pairs] if JOBS[stage] == "pair" else study.target_names
+
+
+def _concat(study: Study, d: Path, stage: str, name: str) -> pd.DataFrame:
+    return pd.concat([read_parquet(job_dir(d, stage, part) / name) for part in job_parts(study, stage)],
+                     ignore_index=True)
+
+
+def gather(stage: str, study: Study, d: Path) -> None:
+    """Join the jobs of a split stage. runs: ``order`` is renumbered 0..n-1 over the pairs
+    in study order (the whole-study order); micro: a draft shared by several targets is
+    timed in each target's job and kept once, from the first; reference: sealed here."""
+    if stage == "reference":
+        from .reference import seal_reference
+        seal_reference(study, _concat(study, d, stage, "reference.parquet"), d / "provenance.json",
+                       d / "reference.parquet", d / "reference.seal.json")
+    elif stage == "runs":
+        runs = _concat(study, d, stage, "runs.parquet")
+        runs["order"] = range(len(runs))
+        write_parquet(runs, d / "runs.parquet")
+        write_parquet(_concat(study, d, stage, "rounds.parquet"), d / "rounds.parquet")
+    elif stage == "micro":
+        micro = _concat(study, d, stage, "micro.parquet")
+        drafts = micro["role"] == "draft"
+        keep = ~drafts | ~micro[["role", "name"]].duplicated()
+        write_parquet(micro[keep].reset_index(drop=True), d / "micro.parquet")
+    else:
+        write_parquet(_concat(study, d, stage, f"{stage}.parquet"), d / f"{stage}.parquet")
+
+
+def run_stage(name: str, results: Path, config: Path | None = None, seed: int | None = None,
+              part: str | None = None, gather_jobs: bool = False,
+              stages: dict[str, Stage] | None = None) -> None:
+    """Run one stage into ``results``. ``config`` is the study config file (every stage
+    but the seeded ones reads it); ``seed`` is the study seed for the seeded ones.
+    ``part`` runs one job of a split stage (a pair or a target, see ``JOBS``) into
+    ``job_dir``; ``gather_jobs`` joins a split stage's jobs instead of running it."""
     stages = STAGES if stages is None else stages
-    if name not in stages:
-        raise ConfigError(f"unknown stage {name!r}: choose one of {', '.join(stages)}")
-    study = load_study(study_name)
+    if name not in stages and name not in SEEDED:
+        raise ConfigError(f"unknown stage {name!r}: choose one of {', '.join([*stages, *SEEDED])}")
+    if (part is not None or gather_jobs) and name not in JOBS:
+        raise ConfigError(f"stage {name} is not split into jobs (split: {', '.join(JOBS)})")
     results = Path(results)
+    if name in SEEDED:
+        if seed is None:
+            raise ConfigError(f"stage {name}: needs --seed (the study's settings.seed)")
+        results.mkdir(parents=True, exist_ok=True)
+        SEEDED[name](seed, results)
+        return
+    if config is None:
+        raise ConfigError(f"stage {name}: needs --config (the study config file)")
+    study = load_study(Path(config))
     results.mkdir(parents=True, exist_ok=True)
     if study.threads:
         os.environ.setdefault("OMP_NUM_THREADS", str(study.threads))
-    stages[name](study, results)
+    if gather_jobs:
+        gather(name, study, results)
+    elif part is not None:
+        out = job_dir(results, name, part)
+        out.mkdir(parents=True, exist_ok=True)
+        stages[name](study.restricted(**{JOBS[name]: part}), results, out)
+    else:
+        stages[name](study, results)

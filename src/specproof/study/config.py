@@ -19,12 +19,6 @@ ROOT = Path(__file__).resolve().parents[3]  # the checkout (prompt files named r
 STUDIES = ROOT / "config" / "studies"
 
 
-def studies_dir() -> Path:
-    """Where study configs live: $SPECPROOF_STUDIES (tests, user setups) or config/studies."""
-    import os
-    return Path(os.environ.get("SPECPROOF_STUDIES", STUDIES))
-
-
 def load_schema(schema_name: str) -> dict:
     """A schema from schemas/; the policy enum comes from ``decode.policies.POLICIES``,
     the one list of legal policy names."""
@@ -117,6 +111,18 @@ class Study:
     def target_names(self) -> list[str]:
         return list(dict.fromkeys(p["target"] for p in self.data["pairs"]))
 
+    def restricted(self, *, pair: str | None = None, target: str | None = None) -> "Study":
+        """The same study limited to one pair (by its name, ``<target>+<draft>``) or to the
+        pairs of one target: one resumable job's share of a stage. Name, path, seed and
+        settings are unchanged, so seeds and run ids equal those of the whole study."""
+        pairs = [p for p in self.data["pairs"]
+                 if (pair is None or f"{p['target']}+{p['draft']}" == pair)
+                 and (target is None or p["target"] == target)]
+        if not pairs:
+            raise ConfigError(f"{self.path}: field pairs: no pair {pair!r}" if pair is not None
+                              else f"{self.path}: field targets: no pair has target {target!r}")
+        return Study(self.name, self.path, {**self.data, "pairs": pairs})
+
     def grid(self) -> list[RunConfig]:
         out: list[RunConfig] = []
         for block in self.data["grid"]:
@@ -134,16 +140,18 @@ class Study:
         return sha256_file(self.path)
 
 
-def study_path(name: str) -> Path:
-    return studies_dir() / f"{name}.yaml"
+def study_path(name: str, studies: Path | None = None) -> Path:
+    """``<studies>/<name>.yaml``; ``studies`` defaults to the checkout's config/studies."""
+    return Path(studies or STUDIES) / f"{name}.yaml"
 
 
-def load_study(name_or_path: str | Path) -> Study:
+def load_study(name_or_path: str | Path, studies: Path | None = None) -> Study:
+    """A study by file path, or by name from ``studies`` (default config/studies)."""
     path = Path(name_or_path)
     if not path.suffix:
-        path = study_path(str(name_or_path))
+        path = study_path(str(name_or_path), studies)
         if not path.is_file():
-            known = ", ".join(sorted(p.stem for p in studies_dir().glob("*.yaml")))
+            known = ", ".join(sorted(p.stem for p in path.parent.glob("*.yaml")))
             raise ConfigError(f"unknown study {name_or_path!r}: no {path} (known: {known})")
     data = load_yaml(path)
     validate(data, "study.schema.yaml", path)
