@@ -66,6 +66,7 @@ rule predicted:
 rule pit:
     input:
         f"{RESULTS}/{{study}}/runs.parquet",
+        f"{RESULTS}/{{study}}/rounds.parquet",
     output:
         f"{RESULTS}/{{study}}/pit.parquet",
     log:
