@@ -1,9 +1,11 @@
 """Calibration on the mock model: null p-values uniform; planted violations rejected."""
 import numpy as np
+import pandas as pd
 import pytest
 
-from specproof.evidence.calibration import calibrate, detectable_tv, level1, level2
-from specproof.evidence.pit import uniformity
+from specproof.analysis.certificate import certificate
+from specproof.evidence.calibration import calibrate, detectable_tv, level1, level2, rule_calibration
+from specproof.evidence.pit import RULE_TESTS, rule_decision, uniformity
 
 
 def test_level1_exact_and_draws():
@@ -53,3 +55,68 @@ def test_uniformity_small_sample_is_nan_not_error():
     assert np.isnan(uniformity(np.array([0.5]))["ks_pvalue"])
 
 
+# ---------------------------------------------------------------- the whole rule
+
+def test_whole_rule_is_calibrated_and_sees_both_planted_violations(calibration):
+    """The rule the certificate applies (six tests at alpha/6), not each test: size at
+    most alpha (within sampling error) and power against both violations."""
+    table, summary = calibration
+    rule = summary["rule"]
+    assert rule["tests"] == 6 and rule["level"] == pytest.approx(0.05 / 6)
+    null = rule["scenarios"]["null"]
+    assert null["repetitions"] == 40 and null["ci_low"] <= 0.05
+    assert rule["scenarios"]["skip_residual"]["rejection_rate"] >= 0.8
+    assert rule["scenarios"]["temperature_1.05"]["rejection_rate"] >= 0.5
+    assert np.isfinite(rule["detectable_tv_80"])
+    assert summary["power_curve"]["rule"][-1]["power"] >= 0.8  # the largest delta is seen
+
+
+def test_rule_calibration_counts_a_rejection_when_any_test_is_below_alpha_over_six():
+    ones = {c: 0.5 for _, c in RULE_TESTS}
+    table = pd.DataFrame([{"scenario": "null", "n_tokens": 100, **ones},
+                          {"scenario": "null", "n_tokens": 100, **ones, "ratio_chi2_pvalue": 0.008},
+                          {"scenario": "null", "n_tokens": 100, **ones, "rank_ks_pvalue": 0.009}])
+    res = rule_calibration(table, 0.05)["null"]
+    assert res["rejections"] == 1 and res["repetitions"] == 3  # 0.008 < 0.05/6 < 0.009
+    assert res["ci_low"] < 1 / 3 < res["ci_high"]
+
+
+def test_rule_without_ratio_order_uses_four_tests():
+    pv = {c: 0.01 for _, c in RULE_TESTS[:4]} | {"ratio_ks_pvalue": None, "ratio_chi2_pvalue": None}
+    d = rule_decision(pv, 0.05)
+    assert d["tests"] == 4 and d["level"] == pytest.approx(0.0125) and d["rejected"]
+    d6 = rule_decision({**pv, "ratio_ks_pvalue": 0.5, "ratio_chi2_pvalue": 0.5}, 0.05)
+    assert d6["tests"] == 6 and not d6["rejected"]
+
+
+def _pit_frame(rng, n, pairs, ratio=True, bad_pair=None):
+    rows = []
+    for pair in pairs:
+        u = rng.random((n, 3))
+        if pair == bad_pair:
+            u[:, 2] = rng.random(n) ** 1.5  # only the ratio order is off
+        for i in range(n):
+            rows.append({"run_id": f"{pair}|{i // 20}", "pair": pair, "target": pair, "path": "speculative",
+                         "workload": "code", "prompt_id": f"p{i // 20}", "p_token": 0.5,
+                         "u": u[i, 0], "u_rank": u[i, 1], **({"u_ratio": u[i, 2]} if ratio else {})})
+    return pd.DataFrame(rows)
+
+
+CAL = {"detectable_tv_80": 0.01, "detectable_tv_80_id_order": 0.02, "power_family": "T"}
+
+
+def test_certificate_per_pair_whole_rule_catches_a_pair_the_id_order_misses():
+    rng = np.random.default_rng(0)
+    pit = _pit_frame(rng, 2000, ["good", "bad"], bad_pair="bad")
+    c = certificate(pit, CAL, seed=1)
+    assert c["ratio_recorded"] and c["tests"] == 6
+    assert c["per_pair"]["bad"]["rejected"] and "ratio order" in c["per_pair"]["bad"]["min_pvalue_test"]
+    assert c["per_pair"]["bad"]["ks_pvalue"] > 0.01  # id order alone would pass it
+    assert not c["per_pair"]["good"]["rejected"]
+
+
+def test_old_record_set_without_ratio_order_reports_it_as_not_recorded():
+    rng = np.random.default_rng(1)
+    c = certificate(_pit_frame(rng, 300, ["a"], ratio=False), CAL, seed=1)
+    assert c["ratio_recorded"] is False and c["ratio_order"] is None and c["tests"] == 4
+    assert c["per_pair"]["a"]["pvalues"]["ratio_ks_pvalue"] is None and c["per_pair"]["a"]["tests"] == 4

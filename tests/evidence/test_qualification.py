@@ -55,3 +55,21 @@ def test_changed_reference_is_refused(tmp_path):
     df.to_parquet(tmp_path / "ref.parquet")
     with pytest.raises(SpecproofError, match="reference ids changed since they were sealed"):
         check_seal(tmp_path / "ref.parquet", tmp_path / "seal.json")
+
+
+def test_qualification_verdict_labels_probe_flips_and_small_n():
+    """Matching runs do not qualify a path whose probe flips an argmax, nor one with too
+    few runs; the serialized path carries no probe flips."""
+    from specproof.analysis.analyze import qualification_summary
+    qual = pd.DataFrame(
+        [{"target": "flip", "verify_mode": m, "ids_equal": True} for m in ("batched", "serialized") for _ in range(30)]
+        + [{"target": "small", "verify_mode": "batched", "ids_equal": True} for _ in range(6)]
+        + [{"target": "bad", "verify_mode": "batched", "ids_equal": i > 0} for i in range(30)])
+    bi = pd.DataFrame({"target": ["flip", "flip", "small", "bad"], "argmax_flips": [0, 1, 0, 0]})
+    s = qualification_summary(qual, bi, min_runs=30).set_index(["target", "verify_mode"])
+    assert s.loc[("flip", "batched"), "verdict"] == "matched, probe flips"
+    assert s.loc[("flip", "batched"), "probe_flips"] == 1
+    assert bool(s.loc[("flip", "batched"), "qualifies"]) is True  # every run matched
+    assert s.loc[("flip", "serialized"), "verdict"] == "qualifies"
+    assert s.loc[("small", "batched"), "verdict"] == "matched, n < 30"
+    assert s.loc[("bad", "batched"), "verdict"] == "fails"

@@ -16,7 +16,7 @@ import yaml
 from specproof.analysis.analyze import analyze, stage_analyze
 from specproof.analysis.summaries import RAW_RECORDS, recompute
 from specproof.errors import SpecproofError
-from specproof.evidence.stages import STAGES
+from specproof.evidence.stages import SEEDED, STAGES
 from specproof.publish.manifests import OPTIONAL, audit, freeze, manifest_sha256, set_dir
 from specproof.publish.numbers import study_numbers
 from specproof.records import read_json, read_parquet, sha256_file, write_json, write_parquet
@@ -34,7 +34,7 @@ STUDY = {
     "grid": [{"k": [2], "policy": ["fixed"], "verify_mode": ["batched"], "temperature": [0.0, 1.0]}],
     "micro": {"max_b": 3, "repeats": 2},
     "qualification": {"repetitions": 1, "k": 2},
-    "certificate": {"calibration_repetitions": 20, "alpha": 0.05},
+    "certificate": {"calibration_repetitions": 20, "null_repetitions": 20, "alpha": 0.05},
 }
 
 
@@ -48,8 +48,11 @@ def made(tmp_path_factory):
     results = tmp / "results" / "mockstudy"
     results.mkdir(parents=True)
     for name in ORDER:
-        STAGES[name](study, results)
-    stage_analyze(study, results)
+        if name in SEEDED:
+            SEEDED[name](study.settings["seed"], results)
+        else:
+            STAGES[name](study, results)
+    stage_analyze(results)
     freeze("mockstudy", results, tmp / "manifests", machine="m")
     write_numbers(tmp / "manifests", tmp / "numbers.json")
     return tmp
@@ -200,8 +203,8 @@ def test_a_set_frozen_before_the_raw_records_is_audited_against_its_summaries(co
     numbers = write_numbers(copy / "manifests", copy / "numbers.json")
     line = next(x for x in run_audit(copy) if "checked only against a summary" in x)
     # 2 detectable TVs; level1: 3; level2: 4; P_matched, P_total; advise: 4 per pair
-    assert line == (f"{SET}: 15 of them checked only against a summary, the set holding no raw record "
-                    "for them: 4 from advise.parquet, 2 from calibration.json, 3 from level1.json, "
+    assert line == (f"{SET}: 16 of them checked only against a summary, the set holding no raw record "
+                    "for them: 4 from advise.parquet, 3 from calibration.json, 3 from level1.json, "
                     "4 from level2.json, 2 from prediction.json")
     assert numbers[f"{SET}.calibration.id.null_rejection_rate"]["source"] == "calibration.parquet"
     assert numbers[f"{SET}.prediction.discovery_holds"]["source"] == "prediction_seal.json"

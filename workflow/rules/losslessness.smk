@@ -102,6 +102,7 @@ rule pit:
         reference=f"{RESULTS}/{{study}}/reference.parquet",
         seal=f"{RESULTS}/{{study}}/reference.seal.json",
         runs=f"{RESULTS}/{{study}}/runs.parquet",
+        rounds=f"{RESULTS}/{{study}}/rounds.parquet",
     output:
         f"{RESULTS}/{{study}}/pit.parquet",
     log:

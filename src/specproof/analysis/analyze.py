@@ -50,6 +50,7 @@ class StudyAnalysis:
     micro: pd.DataFrame
     advise: pd.DataFrame | None
     sources: dict[str, str]  # summary number group -> the file it is computed from (summaries.Summaries)
+    calibration_table: pd.DataFrame | None = None  # calibration.parquet: p-values per repetition
 
 
 def analyze(d: Path) -> StudyAnalysis:
@@ -76,7 +77,8 @@ def analyze(d: Path) -> StudyAnalysis:
         certificate=certificate(pit, cal, seed, alpha),
         calibration=cal, level1=summ.level1, level2=summ.level2,
         batch_invariance=read_parquet(d / "batch_invariance.parquet"), qualification=qual,
-        prediction=summ.prediction, micro=micro, advise=summ.advise, sources=summ.sources)
+        prediction=summ.prediction, micro=micro, advise=summ.advise, sources=summ.sources,
+        calibration_table=read_parquet(d / "calibration.parquet"))
 
 
 def prompt_split(d: Path, runs: pd.DataFrame, prov: dict) -> tuple[list[str], list[str]]:
@@ -103,10 +105,37 @@ def write_derived(a: StudyAnalysis, out: Path) -> None:
     write_json(a.certificate, out / "certificate.json")
 
 
-def qualification_summary(qual: pd.DataFrame) -> pd.DataFrame:
+MIN_QUALIFICATION_RUNS = 30  # issue 13: a path qualifies on at least 30 runs
+
+
+def qualification_summary(qual: pd.DataFrame, bi: pd.DataFrame | None = None,
+                          min_runs: int = MIN_QUALIFICATION_RUNS) -> pd.DataFrame:
+    """Per target and verify path: matched / total greedy runs equal to the sealed
+    reference, ``qualifies`` (every run matched), the batch-invariance probe's argmax
+    flips for the batched path (the serialized path scores one position per call, as the
+    probe's reference does, so it has none; NaN without a probe) and the verdict:
+
+    - 'fails': some run differs from the reference;
+    - 'matched, probe flips': every run matched, but the probe saw the batched call
+      change an argmax, so matching runs are luck of the prompts, not a property;
+    - 'matched, n < <min_runs>': every run matched on too few runs to claim it;
+    - 'qualifies': every one of at least ``min_runs`` runs matched and no probe flip."""
     g = qual.groupby(["target", "verify_mode"])
     s = g.agg(matched=("ids_equal", "sum"), total=("ids_equal", "size")).reset_index()
     s["qualifies"] = s["matched"] == s["total"]
+    flips = bi.groupby("target")["argmax_flips"].sum() if bi is not None else pd.Series(dtype=float)
+    s["probe_flips"] = [float(flips.get(t, np.nan)) if m == "batched" else 0.0
+                        for t, m in zip(s["target"], s["verify_mode"])]
+
+    def label(r) -> str:
+        if not r.qualifies:
+            return "fails"
+        if r.probe_flips > 0:
+            return "matched, probe flips"
+        if r.total < min_runs:
+            return f"matched, n < {min_runs}"
+        return "qualifies"
+    s["verdict"] = [label(r) for r in s.itertuples()]
     return s
 
 

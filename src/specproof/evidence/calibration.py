@@ -6,7 +6,9 @@ Level 2 (mock model, p known exactly): PIT of sampled speculative tokens under t
 exact p, tested for uniformity.
 Calibration: null p-values over seeded repetitions on the mock (uniform if the test is
 valid), the rejection rate of planted violations (a sampler that skips the residual
-resample; sampling at T = 1.05), and the power curve that gives the detectable TV.
+resample; sampling at T = 1.05), and the power curve that gives the detectable TV, per
+test and for the certificate's whole decision rule (``pit.rule_decision``: six tests,
+each at alpha/6), which is what the certificate applies.
 Level 3 (real models) is scored in ``pit`` and tested in ``analysis.certificate``.
 """
 from __future__ import annotations
@@ -20,7 +22,7 @@ from ..decode.drafters import ModelDrafter
 from ..decode.policies import FixedPolicy
 from ..decode.sampling import Sampler, acceptance_probability, sample_from, softmax
 from ..models.mock import MockBackend
-from .pit import pit_rank_values, pit_values, uniformity
+from .pit import RULE_TESTS, order_pvalues, pit_rank_values, pit_values, rule_decision, uniformity
 
 
 # ---------------------------------------------------------------- level 1
@@ -242,6 +244,45 @@ def _temperature_power(n_tokens: int, deltas, reps: int, alpha: float, seed: int
     return out
 
 
+def _rule_power(n_tokens: int, deltas, reps: int, alpha: float, seed: int,
+                records: list | None = None) -> list[dict]:
+    """Power of the whole rule (KS and chi-square in id, rank and ratio order, each at
+    alpha/6) against sampling at T(1 + delta) instead of T = 1, at n_tokens i.i.d. mock
+    positions, every position a drafted one (ratio key q/p with q a noisy draft of the
+    same logits, as in the mock pair); TV is the mean per-token total variation
+    0.5 sum_y |p(y) - p_bad(y)|. ``records`` receives one row per repetition with order
+    'rule' and, as ``ks_pvalue``, the family's Bonferroni-adjusted p-value min(1, m min p),
+    which is below alpha exactly when the rule rejects (so ``power_curve`` recounts it)."""
+    rng = np.random.default_rng(seed)
+    v = MOCK["vocab_size"]
+    out = []
+    for delta in deltas:
+        rejections, tvs = 0, []
+        for _ in range(reps):
+            logits = MOCK["scale"] * rng.standard_normal((n_tokens, v))
+            p, p_bad = softmax(logits, 1.0), softmax(logits, 1.0 + delta)
+            q = softmax(logits + 1.2 * rng.standard_normal((n_tokens, v)), 1.0)
+            cdf = np.cumsum(p_bad, axis=1)
+            x = (cdf < rng.random((n_tokens, 1)) * cdf[:, -1:]).sum(axis=1).clip(0, v - 1)
+            v_ = rng.random(n_tokens)
+            pvals = order_pvalues_of(p, x, v_, q / p)
+            decision = rule_decision(pvals, alpha)
+            rejections += decision["rejected"]
+            tvs.append(float(0.5 * np.abs(p - p_bad).sum(axis=1).mean()))
+            if records is not None:
+                records.append({"order": "rule", "delta": float(delta), "rep": len(tvs) - 1,
+                                "tv_per_token": tvs[-1],
+                                "ks_pvalue": min(1.0, decision["tests"] * decision["min_pvalue"])})
+        out.append({"delta": float(delta), "tv_per_token": float(np.mean(tvs)),
+                    "power": rejections / reps})
+    return out
+
+
+def order_pvalues_of(p: np.ndarray, x: np.ndarray, v: np.ndarray, ratio: np.ndarray) -> dict:
+    """RULE_TESTS p-values of tokens x under rows of p, one V per position for all orders."""
+    return order_pvalues(pit_values(p, x, v), pit_rank_values(p, x, v), pit_rank_values(p, x, v, key=ratio))
+
+
 def detectable_tv(curve: list[dict], target_power: float = 0.8) -> float:
     """Smallest TV at which power reaches target_power (linear interpolation)."""
     pts = sorted((c["tv_per_token"], c["power"]) for c in curve)
@@ -264,19 +305,26 @@ def power_curve(records: pd.DataFrame, alpha: float) -> list[dict]:
 
 
 def calibrate(n_tokens: int, reps: int, alpha: float, seed: int,
-              violation_reps: int = 30, power_records: list | None = None) -> tuple[pd.DataFrame, dict]:
+              violation_reps: int = 30, null_tokens: int | None = None,
+              power_records: list | None = None) -> tuple[pd.DataFrame, dict]:
     """Null p-values over ``reps`` seeded repetitions (uniform if the test is valid),
-    rejection rates of planted violations, and the power curve for detectable TV
-    (``power_records`` receives its repetitions, see ``_temperature_power``)."""
+    rejection rates of planted violations over ``violation_reps``, and the power curves
+    (per order, and of the whole rule) for the detectable TV (``power_records`` receives
+    their repetitions, see ``_temperature_power``). Violations are drawn at the study's
+    token count (capped at 3,000 to keep a repetition cheap on 2 cores); null repetitions
+    at ``null_tokens`` (default the same count): KS is exact at any n and the 10-bin
+    chi-square needs only n >= 50 (expected count >= 5 per bin), so a cheaper null still
+    measures the rule's size; the table records each repetition's token count."""
     n_cal = max(200, min(n_tokens, 3000))
+    n_null = n_cal if null_tokens is None else max(200, min(null_tokens, n_cal))
     target, draft = mock_pair(seed)
     rows = []
-    scenarios = [("null", reps, Sampler, None),
-                 ("skip_residual", violation_reps, SkipResidualSampler, None),
-                 ("temperature_1.05", violation_reps, Sampler, 1.05)]
-    for name, n_rep, cls, dec_t in scenarios:
+    scenarios = [("null", reps, Sampler, None, n_null),
+                 ("skip_residual", violation_reps, SkipResidualSampler, None, n_cal),
+                 ("temperature_1.05", violation_reps, Sampler, 1.05, n_cal)]
+    for name, n_rep, cls, dec_t, n in scenarios:
         for rep in range(n_rep):
-            u = _spec_tokens(target, draft, n_cal, 1.0, seed + 7 * rep + 1, cls, dec_t)
+            u = _spec_tokens(target, draft, n, 1.0, seed + 7 * rep + 1, cls, dec_t)
             res, res_rank, res_ratio = uniformity(u[:, 0]), uniformity(u[:, 1]), uniformity(u[:, 2])
             rows.append({"scenario": name, "rep": rep, "n_tokens": res["n_tokens"],
                          "ks_pvalue": res["ks_pvalue"], "chi2_pvalue": res["chi2_pvalue"],
@@ -288,7 +336,28 @@ def calibrate(n_tokens: int, reps: int, alpha: float, seed: int,
     deltas = [0.01, 0.02, 0.04, 0.08, 0.16, 0.32, 0.64]
     curves = {o: _temperature_power(max(n_tokens, 50), deltas, 60, alpha, seed, o, power_records)
               for o in ("id", "rank", "ratio")}
+    curves["rule"] = _rule_power(max(n_tokens, 50), deltas, 60, alpha, seed, records=power_records)
     return table, summarize_calibration(table, curves, alpha, n_tokens)
+
+
+def rule_calibration(table: pd.DataFrame, alpha: float, ratio: bool = True,
+                     level: float = 0.95) -> dict:
+    """The whole rule's rejection rate per scenario of a calibration table (its six
+    p-value columns, each test at alpha/6; with ``ratio=False`` the four id- and
+    rank-order tests at alpha/4, the rule of a certificate without the ratio order),
+    with a ``level`` Clopper-Pearson interval (scipy.stats.binomtest) on the rate: under the
+    null it estimates the rule's size, under a planted violation its power at the
+    table's token count."""
+    columns = [c for _, c in RULE_TESTS if ratio or not c.startswith("ratio_")]
+    out = {}
+    for name, g in table.groupby("scenario", sort=False):
+        rejected = sum(rule_decision(r, alpha)["rejected"]
+                       for r in g[columns].to_dict(orient="records"))
+        ci = stats.binomtest(int(rejected), len(g)).proportion_ci(level, method="exact")
+        out[name] = {"repetitions": int(len(g)), "tokens_per_repetition": int(g["n_tokens"].iloc[0]),
+                     "rejections": int(rejected), "rejection_rate": rejected / len(g),
+                     "ci_low": float(ci.low), "ci_high": float(ci.high)}
+    return out
 
 
 def summarize_calibration(table: pd.DataFrame, curves: dict, alpha: float, n_tokens: int) -> dict:
@@ -310,6 +379,9 @@ def summarize_calibration(table: pd.DataFrame, curves: dict, alpha: float, n_tok
             res["violations"][name] = {"repetitions": int(len(g)), "rejection_rate":
                                        float((np.minimum(g[ks], g[chi]) < alpha / 2).mean())}
         out["orders"][order] = res
+    tests = len(RULE_TESTS)
+    out["rule"] = {"tests": tests, "level": alpha / tests, "scenarios": rule_calibration(table, alpha),
+                   "detectable_tv_80": detectable_tv(curves["rule"]) if "rule" in curves else float("nan")}
     out["detectable_tv_80"] = out["orders"]["rank"]["detectable_tv_80"]
     out["detectable_tv_80_id_order"] = out["orders"]["id"]["detectable_tv_80"]
     return out

@@ -88,7 +88,8 @@ def stage_micro(study: Study, d: Path, out: Path | None = None) -> None:
 def stage_pit(study: Study, d: Path) -> None:
     from .pit import score_runs
     _sealed(d)
-    score_runs(study, load_prompt_set(d), read_parquet(d / "runs.parquet"), d / "pit.parquet")
+    score_runs(study, load_prompt_set(d), read_parquet(d / "runs.parquet"), d / "pit.parquet",
+               rounds=read_parquet(d / "rounds.parquet"))
 
 
 def stage_batch_invariance(study: Study, d: Path) -> None:
@@ -135,10 +136,14 @@ def stage_calibration(study: Study, d: Path) -> None:
     pit = read_parquet(d / "pit.parquet")
     # a greedy-only grid scores no token: pit.parquet is empty (older ones have no columns)
     n_tokens = int((pit["path"] == "speculative").sum()) if "path" in pit else 0
-    cfg = study.section("certificate", calibration_repetitions=200, alpha=0.05)
+    cfg = study.section("certificate", calibration_repetitions=200, null_repetitions=500,
+                        violation_repetitions=30, null_tokens=None, alpha=0.05)
+    # the whole rule's size needs >= 500 null repetitions; a larger explicit count wins
+    null_reps = max(cfg["calibration_repetitions"], cfg["null_repetitions"])
     power: list[dict] = []
-    table, summary = calibrate(n_tokens, cfg["calibration_repetitions"], cfg["alpha"],
-                               seed=study.settings["seed"], power_records=power)
+    table, summary = calibrate(n_tokens, null_reps, cfg["alpha"], seed=study.settings["seed"],
+                               violation_reps=cfg["violation_repetitions"], null_tokens=cfg["null_tokens"],
+                               power_records=power)
     write_parquet(table, d / "calibration.parquet")
     write_parquet(pd.DataFrame(power), d / "calibration_power.parquet")
     write_json(summary, d / "calibration.json")

@@ -15,8 +15,8 @@ from __future__ import annotations
 
 import math
 
-from ..analysis.analyze import (StudyAnalysis, batch_invariance_summary, qualification_summary,
-                       target_only_speed)
+from ..analysis.analyze import (MIN_QUALIFICATION_RUNS, StudyAnalysis, batch_invariance_summary,
+                                qualification_summary, target_only_speed)
 from ..analysis.statistics import simulated_coverage
 from ..records import json_scalar
 
@@ -152,11 +152,15 @@ def study_numbers(a: StudyAnalysis, manifest_sha256: str | None, prefix: str | N
         put(f"{base}.Q_matched", r.Q_matched, "runs", "runs.parquet")
         put(f"{base}.H_matched", r.H_matched, "runs", "runs.parquet")
         put(f"{base}.total", r.total, "runs", "runs.parquet")
-    for r in qualification_summary(a.qualification).itertuples():
+    min_runs = int(cfg.get("qualification", {}).get("min_runs", MIN_QUALIFICATION_RUNS))
+    put("qualification.min_runs", min_runs, "runs", "provenance.json")
+    for r in qualification_summary(a.qualification, a.batch_invariance, min_runs).itertuples():
         base = f"qualification.{r.target}.{r.verify_mode}"
         put(f"{base}.matched", r.matched, "runs", "qualification.parquet")
         put(f"{base}.total", r.total, "runs", "qualification.parquet")
         put(f"{base}.qualifies", bool(r.qualifies), "bool", "qualification.parquet")
+        put(f"{base}.probe_flips", r.probe_flips, "positions", "batch_invariance.parquet")
+        put(f"{base}.verdict", r.verdict, "text", "qualification.parquet")
     for r in batch_invariance_summary(a.batch_invariance).itertuples():
         base = f"batch_invariance.{r.target}"
         put(f"{base}.max_abs_dlogit", r.max_abs_dlogit, "logit", "batch_invariance.parquet")
@@ -172,17 +176,24 @@ def study_numbers(a: StudyAnalysis, manifest_sha256: str | None, prefix: str | N
     put("certificate.rank_chi2_pvalue", c["rank_order"]["chi2_pvalue"], "", "pit.parquet")
     put("certificate.rejected", c["rejected"], "bool", "pit.parquet")
     put("certificate.alpha", c["alpha"], "", "provenance.json")
-    tests = {"KS, id order": c["ks_pvalue"], "chi-square, id order": c["chi2_pvalue"],
-             "KS, rank order": c["rank_order"]["ks_pvalue"], "chi-square, rank order": c["rank_order"]["chi2_pvalue"]}
-    put("certificate.tests", len(tests), "tests", "pit.parquet")
-    put("certificate.level", c["alpha"] / len(tests), "", "pit.parquet")
-    smallest = min(tests, key=tests.get)
-    put("certificate.min_pvalue", tests[smallest], "", "pit.parquet")
-    put("certificate.min_pvalue_test", smallest, "text", "pit.parquet")
+    put("certificate.ratio_recorded", c.get("ratio_recorded", False), "bool", "pit.parquet")
+    ratio = c.get("ratio_order") or {}
+    put("certificate.ratio_ks_pvalue", ratio.get("ks_pvalue"), "", "pit.parquet")
+    put("certificate.ratio_chi2_pvalue", ratio.get("chi2_pvalue"), "", "pit.parquet")
+    put("certificate.tests", c["tests"], "tests", "pit.parquet")
+    put("certificate.level", c["level"], "", "pit.parquet")
+    put("certificate.min_pvalue", c["min_pvalue"], "", "pit.parquet")
+    put("certificate.min_pvalue_test", c["min_pvalue_test"], "text", "pit.parquet")
     for pair, res in c.get("per_pair", {}).items():
-        put(f"certificate.pair.{pair}.n_tokens", res["n_tokens"], "tokens", "pit.parquet")
-        put(f"certificate.pair.{pair}.ks_pvalue", res["ks_pvalue"], "", "pit.parquet")
-        put(f"certificate.pair.{pair}.chi2_pvalue", res["chi2_pvalue"], "", "pit.parquet")
+        base = f"certificate.pair.{pair}"
+        put(f"{base}.n_tokens", res["n_tokens"], "tokens", "pit.parquet")
+        for key, value in res["pvalues"].items():
+            put(f"{base}.{key}", value, "", "pit.parquet")
+        put(f"{base}.tests", res["tests"], "tests", "pit.parquet")
+        put(f"{base}.level", res["level"], "", "pit.parquet")
+        put(f"{base}.min_pvalue", res["min_pvalue"], "", "pit.parquet")
+        put(f"{base}.min_pvalue_test", res["min_pvalue_test"], "text", "pit.parquet")
+        put(f"{base}.rejected", res["rejected"], "bool", "pit.parquet")
     put("certificate.control_ks_pvalue", c["control_target_only"]["ks_pvalue"], "", "pit.parquet")
     put("certificate.control_n_tokens", c["control_target_only"]["n_tokens"], "tokens", "pit.parquet")
     for w, res in c["per_workload"].items():
@@ -203,6 +214,7 @@ def study_numbers(a: StudyAnalysis, manifest_sha256: str | None, prefix: str | N
                 put("calibration.temperature_violation", float(name.split("_", 1)[1]), "x T", cs)
             put(f"calibration.{order}.{name}.rejection_rate", v["rejection_rate"], "", cs)
             put(f"calibration.{order}.{name}.repetitions", v["repetitions"], "runs", cs)
+    rule_numbers(a, put)
     put("level1.max_exact_error", a.level1["max_exact_error"], "probability", src["level1"])
     put("level1.min_chi2_pvalue", a.level1["min_chi2_pvalue"], "", src["level1"])
     put("level1.draws", a.level1["cases"][0]["draws"], "draws", src["level1"])
@@ -238,6 +250,31 @@ def coverage_sizes(a: StudyAnalysis) -> dict[str, tuple[int, int]]:
     reps = int(spec.groupby(["pair", "config", "prompt_id"]).size().max())
     per_workload = spec.groupby("workload")["prompt_id"].nunique()
     return {"all": (int(spec["prompt_id"].nunique()), reps), "workload": (int(per_workload.min()), reps)}
+
+
+def rule_numbers(a: StudyAnalysis, put) -> None:
+    """'calibration.rule.*': the certificate's whole rule (each of the six tests at
+    alpha/6) recomputed from calibration.parquet's p-values per repetition, with exact
+    Clopper-Pearson intervals on each rejection rate ('calibration.rule_without_ratio.*': the
+    four-test rule at alpha/4 that a certificate without the ratio order applies); its detectable TV at 80% power from the rule's
+    power curve in calibration.json, 'not recorded' (null) for a set calibrated before
+    the rule had one."""
+    from ..evidence.calibration import detectable_tv, rule_calibration
+    from ..evidence.pit import RULE_TESTS
+    alpha = float(a.calibration["alpha"])
+    put("calibration.rule.tests", len(RULE_TESTS), "tests", "calibration.parquet")
+    put("calibration.rule.level", alpha / len(RULE_TESTS), "", "calibration.parquet")
+    put("calibration.rule.ci_level_pct", round(100 * _default("rule_calibration", "level")), "%",
+        "calibration.parquet")
+    put("calibration.rule_without_ratio.tests", len(RULE_TESTS) - 2, "tests", "calibration.parquet")
+    for group, ratio in (("rule", True), ("rule_without_ratio", False)):
+        for name, r in rule_calibration(a.calibration_table, alpha, ratio).items():
+            for key in ("repetitions", "tokens_per_repetition", "rejection_rate", "ci_low", "ci_high"):
+                unit = {"repetitions": "runs", "tokens_per_repetition": "tokens"}.get(key, "")
+                put(f"calibration.{group}.{name}.{key}", r[key], unit, "calibration.parquet")
+    curve = a.calibration.get("power_curve", {}).get("rule")
+    put("calibration.rule.detectable_tv_80", detectable_tv(curve) if curve else None, "TV",
+        a.sources.get("power", "calibration.json"))
 
 
 def _default(function: str, parameter: str) -> float:
