@@ -4,7 +4,7 @@ import pytest
 from scipy import stats
 
 from conftest import random_dist
-from specproof.evidence.calibration import level1, step_distribution  # the step's exact law
+from specproof.evidence.calibration import SkipResidualSampler, level1, step_distribution
 from specproof.decode.sampling import Sampler, acceptance_probability, residual_distribution, sample_from, softmax
 
 
@@ -64,24 +64,14 @@ def test_verify_token_draws_match_p_chi_square(v, p_support, q_support):
     assert pvalue > 1e-3
 
 
-class SkipsResidual(Sampler):
-    """The likely implementation bug: on rejection, draw from p instead of norm(max(0, p - q))."""
-
-    def verify_token(self, logits, drafted, q, rng):
-        p = softmax(logits, self.temperature)
-        if rng.random() < acceptance_probability(p, q, drafted):
-            return True, drafted
-        return False, sample_from(p, rng.random())
-
-
 def test_level1_catches_a_sampler_that_skips_the_residual():
     """Both level-1 checks see the bug: the exact law moves off p, and the draws' chi-square
     rejects; the correct sampler passes the same checks."""
     rng = np.random.default_rng(5)
     p, q = random_dist(rng, 6), random_dist(rng, 6)
-    assert np.abs(output_distribution(p, q, SkipsResidual(1.0)) - p).max() > 1e-3
+    assert np.abs(output_distribution(p, q, SkipResidualSampler(1.0)) - p).max() > 1e-3
     np.testing.assert_allclose(output_distribution(p, q), p, atol=1e-12)
-    bad, good = level1(seed=3, draws=20_000, sampler=SkipsResidual(1.0)), level1(seed=3, draws=20_000)
+    bad, good = level1(seed=3, draws=20_000, sampler=SkipResidualSampler(1.0)), level1(seed=3, draws=20_000)
     assert bad["max_exact_error"] > 1e-3 and bad["min_chi2_pvalue"] < 1e-6
     assert good["max_exact_error"] < 1e-12 and good["min_chi2_pvalue"] > 1e-4
 

@@ -209,6 +209,21 @@ def level2(seed: int, n_tokens: int = 4000, records: list | None = None) -> dict
     return {"model": "mock", **MOCK, "draft_noise": 1.2, "k": 4, "temperature": 1.0, **level2_tests(u)}
 
 
+def _tempered_draws(rng: np.random.Generator, n_tokens: int, delta: float):
+    """n_tokens i.i.d. mock positions: logits, p at T = 1, p_bad at T(1 + delta), tokens x
+    drawn from p_bad, and the PIT's V per position."""
+    logits = MOCK["scale"] * rng.standard_normal((n_tokens, MOCK["vocab_size"]))
+    p, p_bad = softmax(logits, 1.0), softmax(logits, 1.0 + delta)
+    cdf = np.cumsum(p_bad, axis=1)
+    x = (cdf < rng.random((n_tokens, 1)) * cdf[:, -1:]).sum(axis=1).clip(0, MOCK["vocab_size"] - 1)
+    return logits, p, p_bad, x, rng.random(n_tokens)
+
+
+def _noisy_draft(rng: np.random.Generator, logits: np.ndarray) -> np.ndarray:
+    """q: a draft of the same logits with noise, as the mock pair's draft (noise 1.2)."""
+    return softmax(logits + 1.2 * rng.standard_normal(logits.shape), 1.0)
+
+
 def _temperature_power(n_tokens: int, deltas, reps: int, alpha: float, seed: int,
                        order: str, records: list | None = None) -> list[dict]:
     """Power of the KS-PIT test against sampling at T(1 + delta) instead of T = 1, at
@@ -216,23 +231,17 @@ def _temperature_power(n_tokens: int, deltas, reps: int, alpha: float, seed: int
     ``records``, when given, receives one row per repetition (order, delta, rep,
     tv_per_token, ks_pvalue: the raw record calibration_power.parquet)."""
     rng = np.random.default_rng(seed)
-    v = MOCK["vocab_size"]
     out = []
     for delta in deltas:
         rejections, tvs = 0, []
         for rep in range(reps):
-            logits = MOCK["scale"] * rng.standard_normal((n_tokens, v))
-            p, p_bad = softmax(logits, 1.0), softmax(logits, 1.0 + delta)
-            cdf = np.cumsum(p_bad, axis=1)
-            x = (cdf < rng.random((n_tokens, 1)) * cdf[:, -1:]).sum(axis=1).clip(0, v - 1)
-            v_ = rng.random(n_tokens)
+            logits, p, p_bad, x, v_ = _tempered_draws(rng, n_tokens, delta)
             if order == "id":
                 u = pit_values(p, x, v_)
             elif order == "rank":
                 u = pit_rank_values(p, x, v_)
             else:
-                q = softmax(logits + 1.2 * rng.standard_normal((n_tokens, v)), 1.0)
-                u = pit_rank_values(p, x, v_, key=q / p)
+                u = pit_rank_values(p, x, v_, key=_noisy_draft(rng, logits) / p)
             pvalue = float(stats.kstest(u, "uniform").pvalue)
             rejections += pvalue < alpha
             tvs.append(float(0.5 * np.abs(p - p_bad).sum(axis=1).mean()))
@@ -254,18 +263,12 @@ def _rule_power(n_tokens: int, deltas, reps: int, alpha: float, seed: int,
     'rule' and, as ``ks_pvalue``, the family's Bonferroni-adjusted p-value min(1, m min p),
     which is below alpha exactly when the rule rejects (so ``power_curve`` recounts it)."""
     rng = np.random.default_rng(seed)
-    v = MOCK["vocab_size"]
     out = []
     for delta in deltas:
         rejections, tvs = 0, []
         for _ in range(reps):
-            logits = MOCK["scale"] * rng.standard_normal((n_tokens, v))
-            p, p_bad = softmax(logits, 1.0), softmax(logits, 1.0 + delta)
-            q = softmax(logits + 1.2 * rng.standard_normal((n_tokens, v)), 1.0)
-            cdf = np.cumsum(p_bad, axis=1)
-            x = (cdf < rng.random((n_tokens, 1)) * cdf[:, -1:]).sum(axis=1).clip(0, v - 1)
-            v_ = rng.random(n_tokens)
-            pvals = order_pvalues_of(p, x, v_, q / p)
+            logits, p, p_bad, x, v_ = _tempered_draws(rng, n_tokens, delta)
+            pvals = order_pvalues_of(p, x, v_, _noisy_draft(rng, logits) / p)
             decision = rule_decision(pvals, alpha)
             rejections += decision["rejected"]
             tvs.append(float(0.5 * np.abs(p - p_bad).sum(axis=1).mean()))

@@ -16,6 +16,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402
 
 from ..analysis.analyze import StudyAnalysis  # noqa: E402
 
@@ -40,9 +41,10 @@ def speedup_vs_k(a: StudyAnalysis, out: Path) -> None:
         err = np.array([[r["gmean_speedup"] - r["ci_low"] for r in pr], [r["ci_high"] - r["gmean_speedup"] for r in pr]])
         ax.errorbar(k, g, yerr=err, marker="o", capsize=3, label=pair)
     ax.axhline(1.0, color="k", lw=0.8, ls="--")
+    ax.set_xticks(sorted({r["k"] for r in rows}))  # K is an integer: no ticks between the Ks run
     ax.set_xlabel("speculation length K")
     ax.set_ylabel("speedup over target-only (x)")
-    ax.legend(fontsize=6, loc="best")
+    ax.legend(fontsize=6, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)
     _save(fig, out, "speedup_vs_k")
 
 
@@ -59,7 +61,7 @@ def acceptance(a: StudyAnalysis, out: Path) -> None:
     ax.set_ylim(0, 1.05)
     ax.set_xlabel("draft position i")
     ax.set_ylabel("acceptance alpha_i")
-    ax.legend(fontsize=6)
+    ax.legend(fontsize=6, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)
     _save(fig, out, "acceptance")
 
 
@@ -67,13 +69,13 @@ def verify_cost(a: StudyAnalysis, out: Path) -> None:
     fig, ax = plt.subplots(figsize=(6, 3.4))
     m = a.micro
     for name, g in m[m["role"] == "target"].groupby("name", sort=False):
-        ax.plot(g["B"], g["median_ms"], marker=".", label=f"{name} (n_ubatch={g['n_ubatch'].iloc[0]})")
+        ub = g["n_ubatch"].iloc[0]  # NaN for torch targets, which have no micro-batch
+        ax.plot(g["B"], g["median_ms"], marker=".", label=name if pd.isna(ub) else f"{name} (n_ubatch={int(ub)})")
     for r in m[m["role"] == "draft"].itertuples():
-        ax.axhline(r.median_ms, ls=":", color="gray")
-        ax.text(1, r.median_ms, f"draft step {r.name}: {r.median_ms:.1f} ms", fontsize=6, va="bottom")
+        ax.axhline(r.median_ms, ls=":", color="gray", label=f"draft step {r.name}: {r.median_ms:.1f} ms")
     ax.set_xlabel("positions verified in one call, B")
     ax.set_ylabel("median ms per call")
-    ax.legend(fontsize=6)
+    ax.legend(fontsize=6, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)
     _save(fig, out, "verify_cost")
 
 

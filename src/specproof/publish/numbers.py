@@ -128,6 +128,14 @@ def study_numbers(a: StudyAnalysis, manifest_sha256: str | None, prefix: str | N
         put(f"{base}.actual_pct", 100 * simulated_coverage(n, reps, COVERAGE_SIMULATIONS), "%", "runs.parquet")
     put("stats.coverage.simulations", COVERAGE_SIMULATIONS, "studies", "runs.parquet")
     put("machine.label", s.partition("@")[2] or "this machine", "text", "manifest.json")
+    speed = target_only_speed(a.runs).set_index("target")["tokens_per_s"]
+    head_target, head_pair = pairs[0]["target"], f"{pairs[0]['target']}+{pairs[0]['draft']}"
+    if len(speed) and head_pair in best_fixed(a) and head_target in speed:
+        # the headline speedup in absolute terms, beside the fastest target-only backend
+        put("headline.best_tokens_per_s", best_fixed(a)[head_pair]["speedup"] * speed[head_target],
+            "tokens/s", "runs.parquet")
+        put("headline.fastest_target_only", str(speed.idxmax()), "text", "runs.parquet")
+        put("headline.fastest_target_only_tokens_per_s", float(speed.max()), "tokens/s", "runs.parquet")
     put("machine.simd", " ".join(f for f in ("avx2", "avx512f", "amx_tile") if f in cpu.get("simd_flags", [])),
         "text", "provenance.json")
     put("verify.b", VERIFY_B, "positions", "micro.parquet")
@@ -159,7 +167,7 @@ def study_numbers(a: StudyAnalysis, manifest_sha256: str | None, prefix: str | N
         put(f"{base}.matched", r.matched, "runs", "qualification.parquet")
         put(f"{base}.total", r.total, "runs", "qualification.parquet")
         put(f"{base}.qualifies", bool(r.qualifies), "bool", "qualification.parquet")
-        put(f"{base}.probe_flips", r.probe_flips, "positions", "batch_invariance.parquet")
+        put(f"{base}.probe_flips", int(r.probe_flips), "positions", "batch_invariance.parquet")
         put(f"{base}.verdict", r.verdict, "text", "qualification.parquet")
     for r in batch_invariance_summary(a.batch_invariance).itertuples():
         base = f"batch_invariance.{r.target}"
@@ -229,6 +237,11 @@ def study_numbers(a: StudyAnalysis, manifest_sha256: str | None, prefix: str | N
     put("prediction.discovery_holds", p["discovery_holds"], "runs", src["prediction.discovery"])
     put("prediction.discovery_total", p["discovery_total"], "runs", src["prediction.discovery"])
     if a.advise is not None:
+        # advice that the realized point estimate contradicts: speculate but slower, or not but faster
+        enable = a.advise["enable"].astype(bool)
+        wrong = (enable & (a.advise["realized_speedup"] < 1)) | (~enable & (a.advise["realized_speedup"] > 1))
+        put("advise.summary.pairs", len(a.advise), "pairs", src["advise.realized"])
+        put("advise.summary.wrong", int(wrong.sum()), "pairs", src["advise.realized"])
         for r in a.advise.itertuples():
             put(f"advise.{r.pair}.k", r.k, "K", src["advise.predicted"])
             put(f"advise.{r.pair}.predicted", r.predicted_speedup, "x", src["advise.predicted"])
