@@ -74,7 +74,14 @@ def gemma3_270m_q4_k_m() -> Path:
 def derive_gguf(source: Path, target_type: str, out: Path) -> Path:
     """Write ``source`` with every quantized tensor converted to ``target_type``
     (F16 or Q8_0) via the gguf package: dequantize to float32, requantize; F32 tensors
-    and all metadata are copied (general.file_type updated)."""
+    and all metadata are copied (general.file_type updated).
+
+    Not llama.cpp's own quantizer (``llama_model_quantize``): these files are the models
+    of the frozen studies, whose provenance records their sha256 on two machines, and a
+    different writer would change those bytes (tensor layout, metadata order) and so the
+    study's models; requantizing an already quantized source also needs llama.cpp's
+    ``allow_requantize``, which it documents as lowering quality. Whether it would give the
+    same tensors is not checked here."""
     import gguf
     import numpy as np
     from gguf import GGMLQuantizationType as QT

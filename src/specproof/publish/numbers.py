@@ -79,6 +79,8 @@ def study_numbers(a: StudyAnalysis, manifest_sha256: str | None, prefix: str | N
     pairs = a.provenance["study"]["config"]["pairs"]
     put("headline.pair", f"{pairs[0]['target']}+{pairs[0]['draft']}", "text", "provenance.json")
     put("runs.count", len(a.runs), "runs", "runs.parquet")
+    # hosts that timed the runs (each block on one host, checked by analysis); 0: not recorded
+    put("runs.hosts", int(a.runs["host"].nunique()) if "host" in a.runs else 0, "hosts", "runs.parquet")
     put("runs.prompts", a.runs["prompt_id"].nunique(), "prompts", "runs.parquet")
     put("runs.max_new_tokens", a.provenance["study"]["config"]["settings"]["max_new_tokens"], "tokens",
         "provenance.json")
