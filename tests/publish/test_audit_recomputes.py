@@ -202,9 +202,10 @@ def test_a_set_frozen_before_the_raw_records_is_audited_against_its_summaries(co
     write_json(manifest, d / "manifest.json")
     numbers = write_numbers(copy / "manifests", copy / "numbers.json")
     line = next(x for x in run_audit(copy) if "checked only against a summary" in x)
-    # 2 detectable TVs; level1: 3; level2: 4; P_matched, P_total; advise: 4 per pair
-    assert line == (f"{SET}: 16 of them checked only against a summary, the set holding no raw record "
-                    "for them: 4 from advise.parquet, 3 from calibration.json, 3 from level1.json, "
+    # 3 detectable TVs (id, rank, whole rule); level1: 3; level2: 4; P_matched, P_total;
+    # advise: 4 per pair and its 2 summary counts
+    assert line == (f"{SET}: 18 of them checked only against a summary, the set holding no raw record "
+                    "for them: 6 from advise.parquet, 3 from calibration.json, 3 from level1.json, "
                     "4 from level2.json, 2 from prediction.json")
     assert numbers[f"{SET}.calibration.id.null_rejection_rate"]["source"] == "calibration.parquet"
     assert numbers[f"{SET}.prediction.discovery_holds"]["source"] == "prediction_seal.json"
