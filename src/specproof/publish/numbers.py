@@ -74,6 +74,9 @@ def study_numbers(a: StudyAnalysis, manifest_sha256: str | None, prefix: str | N
         put(f"software.{pkg}", a.provenance["packages"].get(pkg), "version", "provenance.json")
     put("software.git_commit", str(a.provenance.get("git", {}).get("commit") or "unknown")[:10], "text",
         "provenance.json")
+    build = a.provenance.get("llama_cpp", {}).get("build") or {}
+    put("software.llama_flags_chosen_by", build.get("chosen_by") or "fixed flags (before CPU-aware builds)",
+        "text", "provenance.json")
     put("software.llama_cmake_args", (a.provenance.get("llama_cpp", {}).get("build") or {}).get("cmake_args"),
         "text", "provenance.json")
     pairs = a.provenance["study"]["config"]["pairs"]
