@@ -180,3 +180,38 @@ def test_a_bad_study_stops_planning_in_one_line(tmp_path, case, expect):
     assert len(lines) == 1 and lines[0].startswith(f"snakemake: error: {expect.format(base=tmp_path)}"), \
         res.stderr[-2000:]
     assert "Job stats" not in res.stdout + res.stderr  # stopped before planning any job
+
+
+def test_no_rule_touches_a_reserved_prompt_before_the_predictions_are_sealed(tmp_path):
+    """Read the planned DAG (--rulegraph): every rule whose stage reads reserved prompts
+    (evidence.stages.PROMPTS_READ; the sealed reference and predict itself excepted) has
+    predict, the rule that writes the seal, upstream of it, and predict has none of them
+    upstream; each of them also declares the seal as an input of its own."""
+    from specproof.evidence.stages import PROMPTS_READ, SEAL_EXEMPT
+    shutil.copytree(STUDIES, tmp_path / "studies")
+    (tmp_path / "config.yaml").write_text(yaml.safe_dump({"studies": ["tiny-mock"], "study": "tiny-mock"}))
+    dot = snakemake(tmp_path, "--rulegraph", "--", "study").stdout
+    names = dict(re.findall(r'^\s*(\d+)\[label = "(\w+)"', dot, re.M))
+    up: dict[str, set[str]] = {n: set() for n in names.values()}
+    for a, b in re.findall(r"^\s*(\d+) -> (\d+)", dot, re.M):
+        up[names[b]].add(names[a])
+
+    def ancestors(rule: str) -> set[str]:
+        seen, todo = set(), [rule]
+        while todo:
+            for r in up[todo.pop()] - seen:
+                seen.add(r)
+                todo.append(r)
+        return seen
+
+    stage = lambda rule: rule.removesuffix("_job")  # noqa: E731
+    touching = {r for r in up if PROMPTS_READ.get(stage(r), "discovery") != "discovery"
+                and stage(r) not in SEAL_EXEMPT and f"{r}_job" not in up}  # not a gather
+    assert {"runs_job", "qualification_job", "pit", "margins", "advise"} <= touching
+    assert "reference_job" in ancestors("predict")
+    for rule in touching:
+        assert "predict" in ancestors(rule), rule
+    assert not ancestors("predict") & touching
+    plan = job_blocks(snakemake(tmp_path, "-n", "-p", "--forceall", "--", "study"))
+    for job in (j for j in plan if j["rule"] in touching):
+        assert any(f.endswith("/prediction_seal.json") for f in job["input"]), job["rule"]

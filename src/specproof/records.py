@@ -45,6 +45,12 @@ def read_parquet(path: Path) -> pd.DataFrame:
         raise SpecproofError(f"{path}: not a readable parquet record ({type(exc).__name__})") from None
 
 
+def utc_stamp() -> str:
+    """Now, UTC, ISO 8601 to the microsecond (records order events by it)."""
+    import datetime as dt
+    return dt.datetime.now(dt.timezone.utc).isoformat(timespec="microseconds")
+
+
 def canonical_json(obj) -> str:
     return json.dumps(obj, sort_keys=True, separators=(",", ":"), default=_default)
 

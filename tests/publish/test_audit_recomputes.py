@@ -23,8 +23,8 @@ from specproof.records import read_json, read_parquet, sha256_file, write_json, 
 from specproof.study.config import load_study
 
 SET = "mockstudy@m"
-ORDER = ["models", "prompts", "provenance", "reference", "runs", "micro", "pit", "batch_invariance",
-         "qualification", "predict", "predicted", "margins", "advise", "level1", "level2", "calibration"]
+ORDER = ["models", "prompts", "provenance", "reference", "micro", "batch_invariance", "predict", "runs",
+         "pit", "qualification", "predicted", "margins", "advise", "level1", "level2", "calibration"]
 STUDY = {
     "name": "mockstudy", "settings": {"max_new_tokens": 12, "seed": 3},
     "workloads": {"chat": {"source": "builtin", "n": 4}},
@@ -107,7 +107,7 @@ def test_the_made_set_passes_and_every_summary_number_comes_from_a_raw_record(ma
     assert sources["level1.max_exact_error"] == "level1.parquet"
     assert sources["level2.ks_pvalue"] == "level2.parquet"
     assert sources["prediction.P_matched"] == "prediction_live.parquet"
-    assert sources["prediction.discovery_holds"] == "prediction_seal.json"
+    assert sources["prediction.discovery_holds"] == "predictions.json"
     assert sources["advise.mt+md.predicted"] == "advise_rounds.parquet"
     assert sources["advise.mt+md.realized"] == "advise_runs.parquet"
     assert set(RAW_RECORDS) == set(OPTIONAL)
@@ -129,7 +129,7 @@ def test_the_raw_records_give_back_the_stages_summaries(made):
         {k: level2[k] for k in ("n_tokens", "ks_pvalue", "rank_order", "ratio_order")}
     pred = read_json(d / "prediction.json")
     assert (s.prediction["P_matched"], s.prediction["P_total"]) == (pred["P_matched"], pred["P_total"])
-    assert pred["P_total"] == 2  # one target, the two reserved prompts
+    assert pred["P_total"] == 4  # one target, two verify paths, the two reserved prompts
     cols = ["pair", "k", "predicted_speedup", "realized_speedup", "enable", "draft_to_target_ratio"]
     pd.testing.assert_frame_equal(s.advise[cols], read_parquet(d / "advise.parquet")[cols])
 
@@ -195,17 +195,19 @@ def test_a_set_frozen_before_the_raw_records_is_audited_against_its_summaries(co
     """Such a set (the frozen sets in manifests/ are) still analyzes and audits; the audit
     says how many numbers it could only check against a summary, per file."""
     d = set_dir(copy / "manifests", SET)
-    for name in OPTIONAL:
+    # the sealed predictions stay: an earlier set held them inside prediction_seal.json
+    dropped = [name for name in OPTIONAL if name != "predictions.json"]
+    for name in dropped:
         (d / name).unlink()
     manifest = read_json(d / "manifest.json")
-    manifest["files"] = {k: v for k, v in manifest["files"].items() if k not in OPTIONAL}
+    manifest["files"] = {k: v for k, v in manifest["files"].items() if k not in dropped}
     write_json(manifest, d / "manifest.json")
     numbers = write_numbers(copy / "manifests", copy / "numbers.json")
     line = next(x for x in run_audit(copy) if "checked only against a summary" in x)
-    # 3 detectable TVs (id, rank, whole rule); level1: 3; level2: 4; P_matched, P_total;
-    # advise: 4 per pair and its 2 summary counts
-    assert line == (f"{SET}: 18 of them checked only against a summary, the set holding no raw record "
+    # 3 detectable TVs (id, rank, whole rule); level1: 3; level2: 4; P_matched, P_total and
+    # matched, total per verify path (2); advise: 4 per pair and its 2 summary counts
+    assert line == (f"{SET}: 22 of them checked only against a summary, the set holding no raw record "
                     "for them: 6 from advise.parquet, 3 from calibration.json, 3 from level1.json, "
-                    "4 from level2.json, 2 from prediction.json")
+                    "4 from level2.json, 6 from prediction.json")
     assert numbers[f"{SET}.calibration.id.null_rejection_rate"]["source"] == "calibration.parquet"
-    assert numbers[f"{SET}.prediction.discovery_holds"]["source"] == "prediction_seal.json"
+    assert numbers[f"{SET}.prediction.discovery_holds"]["source"] == "predictions.json"

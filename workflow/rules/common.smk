@@ -123,9 +123,11 @@ def study_object(study):
 
 
 def prompt_files(wildcards):
-    """The prompt files a study's workloads name (source: file), relative to the checkout."""
-    workloads = study_data(wildcards.study)["workloads"]
-    return [w["path"] for w in workloads.values() if w["source"] == "file" and "path" in w]
+    """The prompt files a study's workloads name (source: file) and those its reserved
+    prompts must be disjoint from (prediction.reserved_disjoint_from), relative to the checkout."""
+    data = study_data(wildcards.study)
+    files = [w["path"] for w in data["workloads"].values() if w["source"] == "file" and "path" in w]
+    return files + data.get("prediction", {}).get("reserved_disjoint_from", [])
 
 
 def study_seed(wildcards):

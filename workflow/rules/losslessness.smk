@@ -24,6 +24,8 @@ rule qualification_job:
         prompts=f"{RESULTS}/{{study}}/prompts.jsonl",
         reference=f"{RESULTS}/{{study}}/reference.parquet",
         seal=f"{RESULTS}/{{study}}/reference.seal.json",
+        predictions=f"{RESULTS}/{{study}}/predictions.json",
+        prediction_seal=f"{RESULTS}/{{study}}/prediction_seal.json",
     output:
         job_out("qualification", "qualification.parquet"),
     log:
@@ -55,6 +57,9 @@ rule qualification:
         stage_cmd("qualification", "--gather")
 
 
+# Endpoint P: the predictors are chosen on the discovery prompts and their ids for the
+# reserved prompts sealed (predictions.json, sealed by prediction_seal.json) before any rule
+# that runs a live path on a reserved prompt: those take the seal as an input.
 rule predict:
     input:
         config=study_config,
@@ -62,6 +67,7 @@ rule predict:
         reference=f"{RESULTS}/{{study}}/reference.parquet",
         seal=f"{RESULTS}/{{study}}/reference.seal.json",
     output:
+        f"{RESULTS}/{{study}}/predictions.json",
         f"{RESULTS}/{{study}}/prediction_seal.json",
     log:
         f"{RESULTS}/{{study}}/logs/predict.log",
@@ -78,8 +84,10 @@ rule predict:
 rule predicted:
     input:
         config=study_config,
-        prompts=f"{RESULTS}/{{study}}/prompts.jsonl",
+        predictions=f"{RESULTS}/{{study}}/predictions.json",
         prediction_seal=f"{RESULTS}/{{study}}/prediction_seal.json",
+        qualification=f"{RESULTS}/{{study}}/qualification.parquet",
+        runs=f"{RESULTS}/{{study}}/runs.parquet",
     output:
         f"{RESULTS}/{{study}}/prediction.json",
         f"{RESULTS}/{{study}}/prediction_live.parquet",
@@ -87,10 +95,9 @@ rule predicted:
         f"{RESULTS}/{{study}}/logs/predicted.log",
     conda:
         ENV
-    threads: 2
+    threads: 1
     resources:
-        mem_mb=model_mem_mb,
-        gres=model_gres,
+        mem_mb=2000,
     shell:
         stage_cmd("predicted")
 
@@ -103,6 +110,8 @@ rule pit:
         seal=f"{RESULTS}/{{study}}/reference.seal.json",
         runs=f"{RESULTS}/{{study}}/runs.parquet",
         rounds=f"{RESULTS}/{{study}}/rounds.parquet",
+        predictions=f"{RESULTS}/{{study}}/predictions.json",
+        prediction_seal=f"{RESULTS}/{{study}}/prediction_seal.json",
     output:
         f"{RESULTS}/{{study}}/pit.parquet",
     log:
@@ -125,6 +134,8 @@ rule margins:
         seal=f"{RESULTS}/{{study}}/reference.seal.json",
         runs=f"{RESULTS}/{{study}}/runs.parquet",
         qualification=f"{RESULTS}/{{study}}/qualification.parquet",
+        predictions=f"{RESULTS}/{{study}}/predictions.json",
+        prediction_seal=f"{RESULTS}/{{study}}/prediction_seal.json",
     output:
         f"{RESULTS}/{{study}}/margins.parquet",
     log:

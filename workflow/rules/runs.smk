@@ -6,6 +6,8 @@ rule runs_job:
         prompts=f"{RESULTS}/{{study}}/prompts.jsonl",
         reference=f"{RESULTS}/{{study}}/reference.parquet",
         seal=f"{RESULTS}/{{study}}/reference.seal.json",
+        predictions=f"{RESULTS}/{{study}}/predictions.json",
+        prediction_seal=f"{RESULTS}/{{study}}/prediction_seal.json",
     output:
         job_out("runs", "runs.parquet"),
         job_out("runs", "rounds.parquet"),
@@ -80,6 +82,8 @@ rule advise:
     input:
         config=study_config,
         prompts=f"{RESULTS}/{{study}}/prompts.jsonl",
+        predictions=f"{RESULTS}/{{study}}/predictions.json",
+        prediction_seal=f"{RESULTS}/{{study}}/prediction_seal.json",
     output:
         f"{RESULTS}/{{study}}/advise.parquet",
         f"{RESULTS}/{{study}}/advise_micro.parquet",

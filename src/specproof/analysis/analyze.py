@@ -25,7 +25,7 @@ from .costs import config_costs, run_costs
 from ..records import check_seal, read_json, read_parquet, write_json, write_parquet
 from .statistics import acceptance_stats, best_k_reserved, speedup_stats
 from .summaries import recompute
-from ..study.workloads import split_discovery
+from ..study.workloads import split_of
 
 
 @dataclass
@@ -82,9 +82,10 @@ def analyze(d: Path) -> StudyAnalysis:
 
 
 def prompt_split(d: Path, runs: pd.DataFrame, prov: dict) -> tuple[list[str], list[str]]:
-    """The study's discovery and reserved prompt ids: ``split_discovery`` over the prompt
-    set (``prompts.jsonl``; the order of first appearance in the runs if it is missing)
-    with the ``prediction.discovery_fraction`` the qualification stage used."""
+    """The study's discovery and reserved prompt ids as ``prompts.jsonl`` marks them
+    (``split_of``; a set written before the mark, or without prompts.jsonl, is split by
+    ``split_discovery`` with its ``prediction.discovery_fraction``, in the order of first
+    appearance in the runs when the file is missing)."""
     path = d / "prompts.jsonl"
     if path.is_file():
         records = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
@@ -92,7 +93,7 @@ def prompt_split(d: Path, runs: pd.DataFrame, prov: dict) -> tuple[list[str], li
         records = [{"id": r.prompt_id, "workload": r.workload}
                    for r in runs.drop_duplicates("prompt_id").itertuples()]
     fraction = prov["study"]["config"].get("prediction", {}).get("discovery_fraction", 0.5)
-    discovery, reserved = split_discovery(records, fraction)
+    discovery, reserved = split_of(records, fraction)
     return [r["id"] for r in discovery], [r["id"] for r in reserved]
 
 

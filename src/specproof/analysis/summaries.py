@@ -5,8 +5,9 @@ takes a summary file's word for a number.
                           and calibration_power.parquet (the power curve's repetitions)
     level1.json        <- level1.parquet (each case's p, q and its draws' tally per token)
     level2.json        <- level2.parquet (the PIT values of the sampled tokens)
-    prediction.json    <- prediction_seal.json (sealed predictions, discovery checks) and
-                          prediction_live.parquet (the live reserved runs' ids)
+    prediction.json    <- predictions.json (sealed predictions, discovery checks; sealed by
+                          prediction_seal.json) and prediction_live.parquet (the live
+                          reserved runs' ids); earlier sets: prediction_seal.json holds both
     advise.parquet     <- advise_micro.parquet and advise_rounds.parquet (prediction),
                           advise_runs.parquet (realized speedup)
 
@@ -27,14 +28,14 @@ from ..errors import SpecproofError
 from ..evidence.advise import predict, realized_from_runs
 from ..evidence.calibration import (LEVEL2_COLUMNS, level1_case, level1_summary, level2_tests,
                                     power_curve, summarize_calibration)
-from ..evidence.qualification import prediction_counts
+from ..evidence.prediction import first_reserved_start, load_sealed, prediction_counts
 from ..records import canonical_json, read_json, read_parquet, sha256_text
 
 # the files whose values the audit can only copy when a set holds no raw record for them
 SUMMARY_FILES = ("calibration.json", "level1.json", "level2.json", "prediction.json", "advise.parquet")
 # raw records written by newer stages; optional in a frozen set
 RAW_RECORDS = ("calibration_power.parquet", "level1.parquet", "level2.parquet",
-               "prediction_live.parquet", "advise_micro.parquet", "advise_rounds.parquet",
+               "predictions.json", "prediction_live.parquet", "advise_micro.parquet", "advise_rounds.parquet",
                "advise_runs.parquet")
 
 
@@ -88,18 +89,24 @@ def recompute(d: Path, alpha: float, n_tokens: int) -> Summaries:
 
     seal_path = d / "prediction_seal.json"
     seal = read_json(seal_path)
-    if sha256_text(canonical_json(seal["predictions"])) != seal["predictions_sha256"]:
+    if "predictions" in seal and sha256_text(canonical_json(seal["predictions"])) != seal["predictions_sha256"]:
         raise SpecproofError(f"{seal_path}: field predictions: changed after sealing "
                              "(predictions_sha256 mismatch)")
-    src["prediction.discovery"] = "prediction_seal.json"
+    doc, seal = load_sealed(d / "predictions.json", seal_path)
+    src["prediction.discovery"] = "predictions.json" if has("predictions.json") else "prediction_seal.json"
     if has("prediction_live.parquet"):
         live = read_parquet(d / "prediction_live.parquet").to_dict(orient="records")
-        prediction = prediction_counts(seal, live)
+        prediction = prediction_counts(doc, live)
+        prediction["sealed_at"] = seal["sealed_at"]
+        prediction["first_reserved_run_at"] = first_reserved_start(
+            read_parquet(d / "qualification.parquet"), read_parquet(d / "runs.parquet"),
+            doc["reserved_prompts"])
         src["prediction.P"] = "prediction_live.parquet"
     else:
         old = read_json(d / "prediction.json")
-        prediction = {**prediction_counts(seal, []),
-                      **{k: old[k] for k in ("live", "per_target", "P_matched", "P_total")}}
+        prediction = {**prediction_counts(doc, []),
+                      **{k: old[k] for k in ("live", "per_target", "per_path", "P_matched", "P_total")
+                         if k in old}}
         src["prediction.P"] = "prediction.json"
 
     advise = read_parquet(d / "advise.parquet") if has("advise.parquet") else None

@@ -124,6 +124,46 @@ def decode_target_only(target: Backend, prompt_ids: list[int],
                      stop_reason=stop.reason)
 
 
+PREDICTORS = ("ub1", "verify_shape")
+
+
+def predict_greedy(target: Backend, prompt_ids: list[int], max_new_tokens: int, predictor: str,
+                   k: int = 4) -> list[int]:
+    """Draft-free greedy ids under a stated call shape (endpoint P's predictors; neither
+    is the reference path, which prefills in one call and then scores one position per
+    call). Same stop rule as greedy decoding (max_new_tokens or EOS).
+
+    - ``ub1``: every target call scores one position, the prompt included (the seed
+      study's n_ubatch = 1 predictor);
+    - ``verify_shape``: every new token's logits are the last row of one call over the
+      last min(k + 1, length) positions, the shape of a fully accepted batched verify
+      call at K = k (the cache is rolled back k positions before each call).
+    """
+    if predictor not in PREDICTORS:
+        raise ConfigError(f"predictor must be one of {PREDICTORS} (got {predictor!r})")
+    _check_prompt(prompt_ids)
+    stop = _Stopper(DecodeSettings(max_new_tokens, 0.0), target.eos_ids)
+    seq = list(prompt_ids)
+    if predictor == "ub1":
+        target.reset()
+        for tok in seq[:-1]:
+            target.forward([tok], last_only=True)
+    else:
+        _prefill(target, seq)
+    while stop.remaining > 0:
+        if predictor == "ub1":
+            logits = target.forward([seq[-1]])[0]
+        else:
+            m = min(k + 1, len(seq))
+            target.rollback(len(seq) - m)
+            logits = target.forward(seq[-m:])[-1]
+        tok = int(np.argmax(logits))
+        stop.emit([tok])
+        seq.append(tok)
+    target.synchronize()
+    return stop.new
+
+
 def _verify_batched(target, pending, prop, sampler, rng):
     """Score [pending, d_1..d_K] in one call; returns (accepted, final token, ns, B)."""
     tv0 = now()

@@ -33,7 +33,7 @@ from ..decode.policies import FixedPolicy
 from ..models.loader import ModelPool
 from ..records import write_parquet
 from ..study.config import Study
-from ..study.workloads import prompt_ids, split_discovery
+from ..study.workloads import prompt_ids, split_of
 from .micro import time_forward
 
 
@@ -142,7 +142,8 @@ def advise_study(study: Study, prompt_set: list[dict], out: Path, micro_out: Pat
     ``micro_out`` (timed calls), ``rounds_out`` (probe rounds) and ``runs_out`` (the
     realized runs), the raw records the audit recomputes the summary from."""
     import pandas as pd
-    discovery, reserved = split_discovery(prompt_set, 0.5)
+    discovery, reserved = split_of(prompt_set, study.section("prediction", discovery_fraction=0.5)
+                                   ["discovery_fraction"])
     pool, rows = ModelPool(study), []
     micro, rounds, runs = [], [], []
     for _, pair, target in tqdm(pool.each_pair(study.pairs), total=len(study.pairs), desc="advise",

@@ -27,7 +27,7 @@ from tqdm import tqdm
 from ..decode.decoding import DecodeSettings, decode_speculative, decode_target_only
 from ..models.loader import ModelPool
 from ..decode.policies import make_policy
-from ..records import seed_from, write_parquet
+from ..records import seed_from, utc_stamp, write_parquet
 from ..study.config import Study
 from ..decode.trace import RunResult
 from ..study.workloads import prompt_ids
@@ -80,7 +80,7 @@ def run_grid(study: Study, prompt_set: list[dict], runs_out: Path, rounds_out: P
                         seed = run_seed(study, block, j)
                         base = {"pair": pair["name"], "target": pair["target"], "draft": pair["draft"],
                                 "workload": rec["workload"], "prompt_id": rec["id"], "rep": rep,
-                                "seed": seed, "host": host}
+                                "seed": seed, "host": host, "started_at": utc_stamp()}
                         settings = DecodeSettings(study.settings["max_new_tokens"], temp, seed, "batched",
                                                   stop_at_eos=temp == 0)
                         if item == "A":

@@ -2,34 +2,29 @@
 
 - Batch invariance: score the same K+1 positions in one call vs one per call; record
   max |delta logit|, total variation between the T=1 softmaxes, and greedy argmax flips.
+  Run on the discovery prompts (no stage touches a reserved prompt before the seal).
 - Qualification: batched and serialized verify paths, greedy, R repetitions on every
-  prompt; a path qualifies only if its ids equal the sealed reference on every run.
-- Prediction (endpoint P): a written hypothesis, checked on discovery prompts; its
-  predictions for the reserved prompts are hashed and sealed before the live reserved
-  runs execute (a separate pipeline rule), then compared.
+  reserved prompt, after the predictions are sealed (``evidence.prediction``): these are
+  the reserved live runs that P is scored on too. A path qualifies only if its ids equal
+  the sealed reference on every run, and on at least ``min_runs`` runs.
 """
 from __future__ import annotations
 
-import datetime as dt
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 from tqdm import tqdm
 
-from ..decode.decoding import DecodeSettings, decode_speculative, decode_target_only
-from ..errors import SpecproofError
+from ..decode.decoding import VERIFY_MODES, DecodeSettings, decode_speculative
 from ..models.loader import ModelPool
 from ..decode.policies import make_policy
-from ..records import canonical_json, read_json, sha256_text, write_json, write_parquet
+from ..records import utc_stamp, write_parquet
+from .prediction import qualification_draft
 from .reference import reference_lookup
 from ..decode.sampling import softmax
 from ..study.config import Study
-from ..study.workloads import prompt_ids, split_discovery
-
-HYPOTHESIS = ("For every target, the serialized speculative path (one position per target "
-              "call) reproduces target-only greedy decoding: its ids equal those of a fresh "
-              "target-only greedy run on the same prompt, computed before the live run.")
+from ..study.workloads import prompt_ids
 
 
 def probe_batch_invariance(study: Study, prompt_set: list[dict], reference: pd.DataFrame,
@@ -57,11 +52,9 @@ def probe_batch_invariance(study: Study, prompt_set: list[dict], reference: pd.D
     write_parquet(pd.DataFrame(rows), out)
 
 
-def _qual_draft(study: Study, tname: str) -> str:
-    return next(p["draft"] for p in study.pairs if p["target"] == tname)
-
-
 def run_qualification(study: Study, prompt_set: list[dict], reference: pd.DataFrame, out: Path) -> None:
+    """Greedy runs of both verify paths on ``prompt_set`` (the reserved prompts), R times;
+    each row records its ids, whether they equal the reference, and when it started."""
     cfg = study.section("qualification", repetitions=2, k=4)
     ref = reference_lookup(reference)
     pool, rows = ModelPool(study), []
@@ -69,11 +62,12 @@ def run_qualification(study: Study, prompt_set: list[dict], reference: pd.DataFr
     bar = tqdm(total=n, desc="qualification", unit="run")
     settings = DecodeSettings(study.settings["max_new_tokens"], 0.0, study.settings["seed"])
     for tname, target in pool.each_target(study.target_names):
-        dname = _qual_draft(study, tname)
+        dname = qualification_draft(study, tname)
         for rep in range(cfg["repetitions"]):
             for rec in prompt_set:
                 ids = prompt_ids(target, rec)
-                for mode in ("batched", "serialized"):
+                for mode in VERIFY_MODES:
+                    started = utc_stamp()
                     drafter = pool.drafter(dname, target, 0.0, settings.seed)
                     s = DecodeSettings(settings.max_new_tokens, 0.0, settings.seed, mode)
                     r = decode_speculative(target, drafter, ids, s, make_policy("fixed", cfg["k"]))
@@ -81,72 +75,7 @@ def run_qualification(study: Study, prompt_set: list[dict], reference: pd.DataFr
                     rows.append({"target": tname, "draft": dname, "verify_mode": mode, "rep": rep,
                                  "prompt_id": rec["id"], "workload": rec["workload"], "k": cfg["k"],
                                  "ids": r.new_ids, "ids_equal": r.new_ids == want["ids"],
-                                 "text_equal": r.text == want["text"]})
+                                 "text_equal": r.text == want["text"], "started_at": started})
                     bar.update()
     bar.close()
     write_parquet(pd.DataFrame(rows), out)
-
-
-def seal_predictions(study: Study, prompt_set: list[dict], out: Path) -> None:
-    """Check the hypothesis on discovery prompts, then predict and seal the reserved ones."""
-    frac = study.section("prediction", discovery_fraction=0.5)["discovery_fraction"]
-    discovery, reserved = split_discovery(prompt_set, frac)
-    pool = ModelPool(study)
-    settings = DecodeSettings(study.settings["max_new_tokens"], 0.0, study.settings["seed"], "serialized")
-    disc_rows, predictions = [], {}
-    for tname, target in pool.each_target(tqdm(study.target_names, desc="predict", unit="target")):
-        dname = _qual_draft(study, tname)
-        for rec in discovery:
-            ids = prompt_ids(target, rec)
-            pred = decode_target_only(target, ids, settings).new_ids
-            live = decode_speculative(target, pool.drafter(dname, target, 0.0, settings.seed), ids,
-                                      settings, make_policy("fixed", 4)).new_ids
-            disc_rows.append({"target": tname, "prompt_id": rec["id"], "holds": pred == live})
-        for rec in reserved:
-            predictions[f"{tname}|{rec['id']}"] = decode_target_only(target, prompt_ids(target, rec),
-                                                                     settings).new_ids
-    write_json({"hypothesis": HYPOTHESIS, "discovery": disc_rows,
-                "reserved_prompts": [r["id"] for r in reserved], "predictions": predictions,
-                "predictions_sha256": sha256_text(canonical_json(predictions)),
-                "sealed_at": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")}, out)
-
-
-def run_predicted(study: Study, prompt_set: list[dict], sealed: Path, out: Path,
-                  live_out: Path | None = None) -> None:
-    """Live serialized runs on the reserved prompts, compared to the sealed predictions.
-    ``live_out`` receives the live runs' ids (target, prompt_id, ids), the raw record the
-    audit recounts P from (``prediction_counts``)."""
-    seal = read_json(sealed)
-    if sha256_text(canonical_json(seal["predictions"])) != seal["predictions_sha256"]:
-        raise SpecproofError(f"{sealed}: predictions changed after sealing (predictions_sha256 mismatch)")
-    reserved = [r for r in prompt_set if r["id"] in set(seal["reserved_prompts"])]
-    pool, live = ModelPool(study), []
-    settings = DecodeSettings(study.settings["max_new_tokens"], 0.0, study.settings["seed"], "serialized")
-    for tname, target in pool.each_target(tqdm(study.target_names, desc="prediction live", unit="target")):
-        dname = _qual_draft(study, tname)
-        for rec in reserved:
-            ids = prompt_ids(target, rec)
-            r = decode_speculative(target, pool.drafter(dname, target, 0.0, settings.seed), ids,
-                                   settings, make_policy("fixed", 4))
-            live.append({"target": tname, "prompt_id": rec["id"], "ids": list(r.new_ids)})
-    counts = prediction_counts(seal, live)
-    if live_out is not None:
-        write_parquet(pd.DataFrame(live, columns=["target", "prompt_id", "ids"]), live_out)
-    write_json({"hypothesis": seal["hypothesis"], "predictions_sha256": seal["predictions_sha256"],
-                **counts}, out)
-
-
-def prediction_counts(seal: dict, live: list[dict]) -> dict:
-    """Endpoint P from the sealed predictions and the live runs' ids: a live run matches
-    when its ids equal the prediction sealed for its (target, prompt); P_matched counts
-    the matches over P_total live runs, per target too. discovery_holds counts the
-    discovery prompts on which the hypothesis held before sealing."""
-    rows = [{"target": x["target"], "prompt_id": x["prompt_id"],
-             "match": list(x["ids"]) == list(seal["predictions"][f"{x['target']}|{x['prompt_id']}"])}
-            for x in live]
-    per_target = {t: {"matched": sum(x["match"] for x in rows if x["target"] == t),
-                      "total": sum(1 for x in rows if x["target"] == t)}
-                  for t in dict.fromkeys(x["target"] for x in rows)}
-    return {"discovery_holds": sum(d["holds"] for d in seal["discovery"]),
-            "discovery_total": len(seal["discovery"]), "live": rows, "per_target": per_target,
-            "P_matched": sum(x["match"] for x in rows), "P_total": len(rows)}

@@ -19,7 +19,8 @@ from ..models import files as M
 from ..records import check_seal, read_json, read_parquet, sha256_file, write_json, write_parquet
 from ..study import prompts as P
 from ..study.config import Study, load_study
-from ..study.workloads import build_prompt_set
+from ..study.workloads import build_prompt_set, split_of
+from .prediction import require_seal
 from .provenance import capture
 
 Stage = Callable[[Study, Path], None]
@@ -50,6 +51,32 @@ def load_prompt_set(d: Path) -> list[dict]:
     return [json.loads(x) for x in (d / "prompts.jsonl").read_text().splitlines() if x.strip()]
 
 
+# The prompts each model-running stage reads. No stage runs a live path on a reserved
+# prompt before the predictions are sealed (issue 13, section 3): a stage that reads them
+# checks the seal first (``prediction.require_seal``) and its rule takes
+# prediction_seal.json as an input (tests/test_workflow.py reads the DAG to prove it).
+# The exceptions: the reference, the sealed target-only comparator of every prompt
+# (written first, as in seed 002), and predict, which runs live paths on the discovery
+# prompts only and gives the reserved ones to the draft-free predictor it seals.
+PROMPTS_READ = {"reference": "all", "predict": "discovery", "micro": "discovery",
+                "batch_invariance": "discovery", "runs": "all", "pit": "all",
+                "qualification": "reserved", "margins": "all", "advise": "all"}
+SEAL_EXEMPT = ("reference", "predict")
+
+
+def prompts_for(study: Study, d: Path, stage: str) -> list[dict]:
+    """The prompts ``stage`` reads (``PROMPTS_READ``), after checking the seal where needed."""
+    part = PROMPTS_READ[stage]
+    if part != "discovery" and stage not in SEAL_EXEMPT:
+        require_seal(d, stage)
+    records = load_prompt_set(d)
+    if part == "all":
+        return records
+    discovery, reserved = split_of(records, study.section("prediction", discovery_fraction=0.5)
+                                   ["discovery_fraction"])
+    return discovery if part == "discovery" else reserved
+
+
 def stage_provenance(study: Study, d: Path) -> None:
     prov = capture()
     prov["study"] = {"name": study.name, "config_sha256": study.sha256(), "config": study.data}
@@ -62,7 +89,7 @@ def stage_reference(study: Study, d: Path, out: Path | None = None) -> None:
     """Greedy references; with ``out`` (a job of one target) the rows only, unsealed:
     the gather seals the whole table."""
     from .reference import reference_rows, seal_reference
-    rows = reference_rows(study, load_prompt_set(d))
+    rows = reference_rows(study, prompts_for(study, d, "reference"))
     if out is not None:
         write_parquet(rows, out / "reference.parquet")
         return
@@ -77,42 +104,45 @@ def stage_runs(study: Study, d: Path, out: Path | None = None) -> None:
     from .grid import run_grid
     out = d if out is None else out
     _sealed(d)
-    run_grid(study, load_prompt_set(d), out / "runs.parquet", out / "rounds.parquet")
+    run_grid(study, prompts_for(study, d, "runs"), out / "runs.parquet", out / "rounds.parquet")
 
 
 def stage_micro(study: Study, d: Path, out: Path | None = None) -> None:
     from .micro import run_micro
-    run_micro(study, load_prompt_set(d), (d if out is None else out) / "micro.parquet")
+    run_micro(study, prompts_for(study, d, "micro"), (d if out is None else out) / "micro.parquet")
 
 
 def stage_pit(study: Study, d: Path) -> None:
     from .pit import score_runs
     _sealed(d)
-    score_runs(study, load_prompt_set(d), read_parquet(d / "runs.parquet"), d / "pit.parquet",
+    score_runs(study, prompts_for(study, d, "pit"), read_parquet(d / "runs.parquet"), d / "pit.parquet",
                rounds=read_parquet(d / "rounds.parquet"))
 
 
 def stage_batch_invariance(study: Study, d: Path) -> None:
     from .qualification import probe_batch_invariance
-    probe_batch_invariance(study, load_prompt_set(d), _sealed(d), d / "batch_invariance.parquet")
+    probe_batch_invariance(study, prompts_for(study, d, "batch_invariance"), _sealed(d), d / "batch_invariance.parquet")
 
 
 def stage_qualification(study: Study, d: Path, out: Path | None = None) -> None:
     from .qualification import run_qualification
-    run_qualification(study, load_prompt_set(d), _sealed(d),
+    run_qualification(study, prompts_for(study, d, "qualification"), _sealed(d),
                       (d if out is None else out) / "qualification.parquet")
 
 
 def stage_predict(study: Study, d: Path) -> None:
-    from .qualification import seal_predictions
+    from .prediction import seal_predictions
     _sealed(d)
-    seal_predictions(study, load_prompt_set(d), d / "prediction_seal.json")
+    discovery = prompts_for(study, d, "predict")
+    reserved = [r for r in load_prompt_set(d) if r["id"] not in {x["id"] for x in discovery}]
+    seal_predictions(study, discovery, reserved, d / "predictions.json", d / "prediction_seal.json")
 
 
 def stage_predicted(study: Study, d: Path) -> None:
-    from .qualification import run_predicted
-    run_predicted(study, load_prompt_set(d), d / "prediction_seal.json", d / "prediction.json",
-                  d / "prediction_live.parquet")
+    """P from the sealed predictions and the reserved live runs; runs no model."""
+    from .prediction import score_predictions
+    score_predictions(d / "predictions.json", d / "prediction_seal.json", d / "qualification.parquet",
+                      d / "runs.parquet", d / "prediction.json", d / "prediction_live.parquet")
 
 
 def stage_level1(seed: int, d: Path) -> None:
@@ -154,12 +184,12 @@ def stage_margins(study: Study, d: Path) -> None:
     reference = _sealed(d)
     todo = divergences(read_parquet(d / "runs.parquet"), read_parquet(d / "qualification.parquet"),
                        reference)
-    score_margins(study, load_prompt_set(d), reference, todo, d / "margins.parquet")
+    score_margins(study, prompts_for(study, d, "margins"), reference, todo, d / "margins.parquet")
 
 
 def stage_advise(study: Study, d: Path) -> None:
     from .advise import advise_study
-    advise_study(study, load_prompt_set(d), d / "advise.parquet", d / "advise_micro.parquet",
+    advise_study(study, prompts_for(study, d, "advise"), d / "advise.parquet", d / "advise_micro.parquet",
                  d / "advise_rounds.parquet", d / "advise_runs.parquet")
 
 

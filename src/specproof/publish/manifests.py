@@ -25,7 +25,8 @@ RAW = ["provenance.json", "models.json", "prompts.jsonl", "reference.parquet", "
        "qualification.parquet", "margins.parquet", "prediction_seal.json", "prediction.json",
        "level1.json", "level2.json", "calibration.parquet", "calibration.json", "advise.parquet"]
 # raw records newer stages write, which sets frozen before them lack (analysis.summaries)
-OPTIONAL = ["calibration_power.parquet", "level1.parquet", "level2.parquet", "prediction_live.parquet",
+OPTIONAL = ["calibration_power.parquet", "level1.parquet", "level2.parquet", "predictions.json",
+            "prediction_live.parquet",
             "advise_micro.parquet", "advise_rounds.parquet", "advise_runs.parquet"]
 DERIVED = ["agreement.parquet", "costs.parquet", "stats.json", "certificate.json"]
 

@@ -241,6 +241,17 @@ def study_numbers(a: StudyAnalysis, manifest_sha256: str | None, prefix: str | N
     put("prediction.P_total", p["P_total"], "runs", src["prediction.P"])
     put("prediction.discovery_holds", p["discovery_holds"], "runs", src["prediction.discovery"])
     put("prediction.discovery_total", p["discovery_total"], "runs", src["prediction.discovery"])
+    # the draft-free protocol (sets written by evidence.prediction): P per verify path, the
+    # predictor chosen on discovery, and whether the seal preceded every reserved run
+    for path, c in p.get("per_path", {}).items():
+        put(f"prediction.{path.replace('|', '.')}.matched", c["matched"], "runs", src["prediction.P"])
+        put(f"prediction.{path.replace('|', '.')}.total", c["total"], "runs", src["prediction.P"])
+    for path in p.get("paths", []):
+        put(f"prediction.{path['target']}.{path['verify_mode']}.predictor", path["predictor"], "",
+            src["prediction.discovery"])
+    if p.get("first_reserved_run_at"):
+        put("prediction.sealed_before_reserved_runs", int(p["sealed_at"] < p["first_reserved_run_at"]),
+            "", src["prediction.P"])
     if a.advise is not None:
         # advice that the realized point estimate contradicts: speculate but slower, or not but faster
         enable = a.advise["enable"].astype(bool)
