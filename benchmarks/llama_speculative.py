@@ -1,28 +1,51 @@
 """Benchmark 5: our speculative loop vs llama.cpp's own (llama-speculative-simple), on the
-study's llama.cpp targets (SmolLM2 F16, F16 with n_ubatch = 1, Q8_0) with the embedded
-Q4_1 draft, greedy, the same prompts and the same fixed K.
+study's llama.cpp targets (SmolLM2 F16, F16 with n_ubatch = 1, Q8_0, each with the
+embedded Q4_1 draft; Gemma-3-270M Q4_K_M with an n-gram draft), greedy, the same prompts.
 
-Four runs per prompt and repetition, back to back in an order that rotates every
-repetition: our target-only loop, our speculative loop (policy fixed, K), llama.cpp's
-target-only decoding (llama-completion) and its speculative decoding
-(llama-speculative-simple, --spec-draft-n-max = --spec-draft-n-min = K, p_min 0). Both
-sides run 2 threads for target and draft, n_ctx 2048, n_batch 512, the same n_ubatch.
-Their tokens/s are the tools' own decode timers (prompt processing excluded, as in
-ours: generated tokens / decode seconds). Per (prompt, repetition) pair:
+Seven runs per prompt and repetition, back to back in an order that rotates every
+repetition:
 
-    spec ratio   = ours speculative tok/s / theirs speculative tok/s
-    our speedup  = ours speculative / ours target-only;  their speedup likewise
+    ours target-only        decode_target_only
+    ours fixed K            decode_speculative, policy fixed K
+    ours adaptive, guard    decode_speculative, policies adaptive / guard searching 1..--policy-k
+    theirs target-only      llama-completion
+    theirs fixed K          llama-speculative-simple, --spec-draft-n-max = --spec-draft-n-min = K,
+                            --spec-draft-p-min 0 (n-gram: --spec-type ngram-simple, lookup
+                            n-gram --spec-ngram-simple-size-n 3 as our max_ngram, draft length
+                            --spec-ngram-simple-size-m K)
+    theirs default          llama-speculative-simple with the same --spec-type and no draft
+                            settings: the tool's defaults, read from its --help and printed in
+                            the table's notes
 
-and the table gives the median over pairs with the quartiles of the spec ratio.
-Acceptance = accepted / drafted tokens over all rounds. "ids equal": our speculative ids
-equal our target-only greedy ids; "text equal": their speculative text equals their
-target-only text and our target-only text (whitespace at the ends stripped).
+Both sides run 2 threads for target and draft, n_ctx 2048, n_batch 512, the same n_ubatch
+and the same prompt ids (BOS added where the model's GGUF asks for it, as the tools do).
+Tokens/s on both sides exclude prompt processing: ours = new tokens / decode seconds; theirs
+= the tools' own decode timers (llama-completion: eval runs / eval time;
+llama-speculative-simple: "decoded N tokens in S seconds"). Per (prompt, repetition) pair:
+
+    fixed ratio    = ours fixed K / theirs fixed K          (goal >= 1.1 on every pair)
+    policy ratio   = ours adaptive (or guard) / theirs default   (goal >= 1.1 on every pair)
+    speedups       = each speculative run / the same side's target-only run
+
+and the table gives the median over pairs with the quartiles of the ratios. Acceptance =
+accepted / drafted tokens over all rounds of the fixed-K runs. "ids equal": our
+speculative ids (all three policies) equal our target-only greedy ids; "text equal": each
+of their outputs equals our target-only greedy text (their tools print text, not ids).
+
+Per-round costs (second table), from one extra run of each side's fixed-K loop per pair
+after the timed ones, so their verbose log (-lv 4: the draft timers are printed at trace
+level) does not slow the timed runs: ms per round of drafting, target verify calls,
+target sampling and the rest (ours: draft replay and Python bookkeeping; theirs: feeding
+the verified batch to the draft, KV bookkeeping, logging). Their verify time is the
+target's eval timers minus its prompt (from the same prompt's llama-completion run, scaled
+to the n - 1 prompt positions speculative-simple evaluates), so it is an estimate.
 
 The tools come from `make peers` (benchmarks/peers.py: llama-cpp-python's vendored
 llama.cpp, this CPU's flags); without them this prints why and exits 0.
 
-    python benchmarks/llama_speculative.py [--k 6] [--new-tokens 128] [--repeats 3]
-    python benchmarks/llama_speculative.py --quick     # one prompt, one repetition, no table
+    python benchmarks/llama_speculative.py [--k 6] [--policy-k 8] [--new-tokens 128] [--repeats 3]
+                                           [--pairs f16,f16_ub1,q8_0,gemma_ngram]
+    python benchmarks/llama_speculative.py --quick   # one prompt, one repetition, no table written
 """
 from __future__ import annotations
 
@@ -31,181 +54,402 @@ import re
 import statistics
 import subprocess
 import sys
+from dataclasses import dataclass
 
 from common import CHAT_PROMPTS, CODE_PROMPTS, write_table
 from peers import build_record, missing_tools, tool_path
-from specproof.decode.decoding import DecodeSettings, decode_speculative, decode_target_only
-from specproof.decode.drafters import ModelDrafter
-from specproof.decode.policies import make_policy
-from specproof.models.files import resolve
-from specproof.models.loader import load_backend
 
-DRAFT = "embedded:smollm2-q4_1"
-# (label, model, n_ubatch): the study's llama.cpp targets
-TARGETS = [("llama F16 + Q4_1", "embedded:smollm2-f16", 512),
-           ("llama F16 n_ubatch=1 + Q4_1", "embedded:smollm2-f16", 1),
-           ("llama Q8_0 + Q4_1", "embedded:smollm2-q8_0", 512)]
 THREADS, N_CTX, N_BATCH = 2, 2048, 512
+DRAFT = "embedded:smollm2-q4_1"
+NGRAM = 3  # our n-gram drafter's max_ngram (the study's), their ngram-simple lookup size
 
+
+@dataclass(frozen=True)
+class Pair:
+    label: str
+    key: str
+    model: str
+    n_ubatch: int
+    draft: str  # "model" (DRAFT) or "ngram"
+
+
+PAIRS = [Pair("llama F16 + Q4_1", "f16", "embedded:smollm2-f16", 512, "model"),
+         Pair("llama F16 n_ubatch=1 + Q4_1", "f16_ub1", "embedded:smollm2-f16", 1, "model"),
+         Pair("llama Q8_0 + Q4_1", "q8_0", "embedded:smollm2-q8_0", 512, "model"),
+         Pair("llama Gemma-3-270M Q4_K_M + n-gram", "gemma_ngram", "embedded:gemma3-270m-q4_k_m", 512, "ngram")]
+OURS = ("ours target-only", "ours fixed", "ours adaptive", "ours guard")
+THEIRS = ("theirs target-only", "theirs fixed", "theirs default")
+
+# --- their logs -------------------------------------------------------------------------
 _DECODED = re.compile(r"decoded\s+(\d+) tokens in\s+([\d.]+) seconds")
 _EVAL = re.compile(r"\beval time =\s+([\d.]+) ms /\s+(\d+) runs")
+_PROMPT_EVAL = re.compile(r"prompt eval time =\s+([\d.]+) ms /\s+(\d+) tokens")
+_SAMPLING = re.compile(r"sampling time =\s+([\d.]+) ms")
 _DRAFTED = re.compile(r"n_drafted\s*=\s*(\d+)")
 _ACCEPTED = re.compile(r"n_accept\s*=\s*(\d+)")
+_STATS = re.compile(r"statistics\s+(\S+): #calls\(b,g,a\) =\s+(\d+)\s+(\d+)\s+(\d+).*?"
+                    r"dur\(b,g,a\) = ([\d.]+), ([\d.]+), ([\d.]+) ms")
+_HELP_DEFAULT = re.compile(r"\(default:\s+([^)]+)\)")
+DEFAULT_FLAGS = ("--spec-draft-n-max", "--spec-draft-n-min", "--spec-draft-p-min",
+                 "--spec-ngram-simple-size-n", "--spec-ngram-simple-size-m")
 
 
-def _common_args(model: str, prompt: str, n_ubatch: int) -> list[str]:
-    return ["-m", str(resolve(model)), "-p", prompt, "-t", str(THREADS), "-tb", str(THREADS),
-            "-c", str(N_CTX), "-b", str(N_BATCH), "-ub", str(n_ubatch), "--temp", "0", "--top-k", "1",
-            "--seed", "0"]
+class LogFormatError(RuntimeError):
+    """A tool's log lacks a line this benchmark reads."""
 
 
-def _run(cmd: list[str]) -> tuple[str, str]:
-    res = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
-    if res.returncode != 0:
-        tail = res.stderr.strip().splitlines()[-1:] or ["(no output)"]
-        raise SystemExit(f"llama_speculative: error: {cmd[0]} exited {res.returncode}: {tail[0]}")
-    return res.stdout, res.stderr
-
-
-def _parse(pattern: re.Pattern, text: str, tool: str) -> re.Match:
+def _find(pattern: re.Pattern, text: str, tool: str) -> re.Match:
     m = pattern.search(text)
     if m is None:
-        raise SystemExit(f"llama_speculative: error: {tool}: no '{pattern.pattern}' in its log; "
-                         "has the tool's output format changed?")
+        raise LogFormatError(f"{tool}: no '{pattern.pattern}' in its log; has the tool's output format changed?")
     return m
 
 
-def _generated(stdout: str, prompt: str) -> str:
-    """The generated text: stdout after the echoed prompt, without the EOS marker."""
-    head, sep, tail = stdout.partition(prompt)
-    text = tail if sep else stdout
-    return text.replace("[end of text]", "").strip()
+def parse_completion(stdout: str, stderr: str) -> dict:
+    """llama-completion (with --no-display-prompt): the generated text, tok/s = eval runs /
+    eval seconds, and the prompt's eval ms and positions."""
+    ms, runs = _find(_EVAL, stderr, "llama-completion").groups()
+    pms, ptok = _find(_PROMPT_EVAL, stderr, "llama-completion").groups()
+    return {"tokens_per_s": int(runs) / (float(ms) / 1e3), "text": stdout.replace("[end of text]", "").strip(),
+            "new_tokens": int(runs), "prompt_ms": float(pms), "prompt_tokens": int(ptok)}
 
 
-def theirs_target_only(model: str, prompt: str, n: int, n_ubatch: int) -> dict:
-    """llama-completion: n greedy tokens; tok/s = decode calls / eval seconds."""
-    out, err = _run([str(tool_path("llama-completion")), *_common_args(model, prompt, n_ubatch),
+def spec_text(stdout: str, prompt: str) -> str:
+    """llama-speculative-simple prints the prompt's tokens and then the generated ones to
+    stdout: the generated text is what follows the prompt's text (the first occurrence: a
+    BOS piece may precede it)."""
+    _, sep, tail = stdout.partition(prompt)
+    if not sep:
+        raise LogFormatError("llama-speculative-simple: its stdout does not contain the prompt")
+    return tail.replace("[end of text]", "").strip()
+
+
+def parse_speculative(stdout: str, stderr: str, prompt: str) -> dict:
+    """llama-speculative-simple: tok/s from its decode timer, drafted and accepted tokens,
+    the text; with -lv 4 also its draft statistics (rounds, draft ms) and the target's
+    eval and sampling timers (``timers``, else None)."""
+    tool = "llama-speculative-simple"
+    n, s = _find(_DECODED, stderr, tool).groups()
+    out = {"tokens_per_s": int(n) / float(s), "new_tokens": int(n), "decode_ms": float(s) * 1e3,
+           "drafted": int(_find(_DRAFTED, stderr, tool)[1]), "accepted": int(_find(_ACCEPTED, stderr, tool)[1]),
+           "text": spec_text(stdout, prompt), "timers": None}
+    stats = _STATS.search(stderr)
+    if stats is not None:
+        _, begin, gen, acc, _, gen_ms, _ = stats.groups()
+        out["timers"] = {"rounds": int(gen), "draft_ms": float(gen_ms),
+                         "prompt_eval_ms": float(_find(_PROMPT_EVAL, stderr, tool)[1]),
+                         "eval_ms": float(_find(_EVAL, stderr, tool)[1]),
+                         "sampling_ms": float(_find(_SAMPLING, stderr, tool)[1])}
+    return out
+
+
+def parse_help_defaults(help_text: str) -> dict[str, str]:
+    """{flag: default} for DEFAULT_FLAGS from the tool's --help: an option starts at
+    column 0 (its names first), its description continues on indented lines and may wrap
+    its "(default: ...)" onto one of them."""
+    found = {}
+    for block in re.split(r"\n(?=-)", help_text):
+        names = [n.split()[0] for n in block.split("\n", 1)[0].split(", ") if n.startswith("-")]
+        m = _HELP_DEFAULT.search(" ".join(block.split()))
+        if m is not None:
+            found |= dict.fromkeys(names, m[1].strip())
+    return {flag: found[flag] for flag in DEFAULT_FLAGS if flag in found}
+
+
+def same_text(theirs: str, ours: str) -> bool:
+    """Equal over the shorter of the two (ends stripped): llama-speculative-simple can
+    emit up to K tokens past its -n budget (its last draft is not cut: a draft limit of 0
+    means none), so its text may run on past ours."""
+    a, b = theirs.strip(), ours.strip()
+    return a.startswith(b) or b.startswith(a)
+
+
+# --- running their tools ----------------------------------------------------------------
+def _run(cmd: list[str]) -> tuple[str, str]:
+    res = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    if res.returncode != 0:
+        tail = res.stderr.strip().splitlines()[-3:] or ["(no output)"]
+        raise SystemExit(f"llama_speculative: error: {cmd[0]} exited {res.returncode}: {' | '.join(tail)}")
+    return res.stdout, res.stderr
+
+
+def _common_args(model_path: str, prompt: str, n_ubatch: int) -> list[str]:
+    return ["-m", model_path, "-p", prompt, "-t", str(THREADS), "-tb", str(THREADS), "-c", str(N_CTX),
+            "-b", str(N_BATCH), "-ub", str(n_ubatch), "--temp", "0", "--top-k", "1", "--seed", "0"]
+
+
+def theirs_target_only(model_path: str, prompt: str, n: int, n_ubatch: int) -> dict:
+    out, err = _run([str(tool_path("llama-completion")), *_common_args(model_path, prompt, n_ubatch),
                      "-n", str(n), "-no-cnv", "--no-display-prompt"])
-    m = _parse(_EVAL, err, "llama-completion")
-    return {"tokens_per_s": int(m[2]) / (float(m[1]) / 1e3), "text": _generated(out, prompt)}
+    return parse_completion(out, err)
 
 
-def theirs_speculative(model: str, prompt: str, n: int, n_ubatch: int, k: int) -> dict:
-    """llama-speculative-simple at fixed K. It stops once it has emitted more than -n
-    tokens (one past the budget), so it gets -n n-1 to emit n like every other run."""
-    out, err = _run([str(tool_path("llama-speculative-simple")), *_common_args(model, prompt, n_ubatch),
-                     "-n", str(n - 1), "-md", str(resolve(DRAFT)), "-td", str(THREADS),
-                     "--spec-type", "draft-simple", "--spec-draft-n-max", str(k),
-                     "--spec-draft-n-min", str(k), "--spec-draft-p-min", "0"])
-    m = _parse(_DECODED, err, "llama-speculative-simple")
-    drafted = int(_parse(_DRAFTED, err, "llama-speculative-simple")[1])
-    accepted = int(_parse(_ACCEPTED, err, "llama-speculative-simple")[1])
-    return {"tokens_per_s": int(m[1]) / float(m[2]), "text": _generated(out, prompt),
-            "drafted": drafted, "accepted": accepted}
+def spec_args(pair: Pair, draft_path: str, k: int | None) -> list[str]:
+    """Their speculative flags: fixed K (``k``) or the tool's defaults (``k`` None)."""
+    if pair.draft == "ngram":
+        args = ["--spec-type", "ngram-simple"]
+        return args if k is None else args + ["--spec-ngram-simple-size-n", str(NGRAM),
+                                               "--spec-ngram-simple-size-m", str(k)]
+    args = ["-md", draft_path, "-td", str(THREADS), "-tbd", str(THREADS), "--spec-type", "draft-simple"]
+    return args if k is None else args + ["--spec-draft-n-max", str(k), "--spec-draft-n-min", str(k),
+                                          "--spec-draft-p-min", "0"]
 
 
-def _acceptance(runs) -> float:
+def theirs_speculative(pair: Pair, model_path: str, draft_path: str, prompt: str, n: int, k: int | None,
+                       verbose: bool = False) -> dict:
+    """It stops once it has emitted more than -n tokens (one past the budget), so it gets
+    -n n-1 to emit n like every other run."""
+    out, err = _run([str(tool_path("llama-speculative-simple")), *_common_args(model_path, prompt, pair.n_ubatch),
+                     "-n", str(n - 1), *spec_args(pair, draft_path, k), *(["-lv", "4"] if verbose else [])])
+    return parse_speculative(out, err, prompt)
+
+
+# --- summaries --------------------------------------------------------------------------
+def spread(values: list[float]) -> tuple[float, float, float]:
+    """(median, lower quartile, upper quartile); one value is its own spread."""
+    if len(values) < 2:
+        return values[0], values[0], values[0]
+    q1, _, q3 = statistics.quantiles(values, n=4)
+    return statistics.median(values), q1, q3
+
+
+def acceptance(runs) -> float:
     drafted = sum(r.k for run in runs for r in run.rounds)
     return sum(r.accepted for run in runs for r in run.rounds) / drafted if drafted else float("nan")
 
 
-def _spread(values: list[float]) -> tuple[float, float, float]:
-    """(median, lower quartile, upper quartile); one value is its own spread."""
-    if len(values) < 2:
-        return values[0], values[0], values[0]
-    q1, med, q3 = statistics.quantiles(values, n=4)
-    return statistics.median(values), q1, q3
+def ours_round_costs(run) -> dict:
+    """ms per round of our loop (rounds with K > 0 and target-only steps alike)."""
+    n = len(run.rounds)
+    total = lambda f: sum(getattr(r, f) for r in run.rounds) / 1e6 / n  # noqa: E731
+    return {"rounds": n, "draft": total("draft_ns"), "verify": total("verify_ns"), "sampling": None,
+            "other": total("replay_ns") + total("residual_ns"), "round": total("round_ns")}
 
 
-def compare(label: str, model: str, n_ubatch: int, draft, texts: list[str], a) -> tuple[list, dict]:
-    target = load_backend({"backend": "llama", "model": model, "n_ubatch": n_ubatch, "threads": THREADS,
-                           "n_ctx": N_CTX, "n_batch": N_BATCH})
+def theirs_round_costs(spec: dict, prompt_ms_est: float) -> dict:
+    t = spec["timers"]
+    if t is None:
+        raise LogFormatError("llama-speculative-simple: no draft statistics in its -lv 4 log")
+    n = t["rounds"]
+    verify = (t["prompt_eval_ms"] + t["eval_ms"] - prompt_ms_est) / n
+    draft, sampling, rnd = t["draft_ms"] / n, t["sampling_ms"] / n, spec["decode_ms"] / n
+    return {"rounds": n, "draft": draft, "verify": verify, "sampling": sampling,
+            "other": rnd - draft - verify - sampling, "round": rnd}
+
+
+def compare(pair: Pair, a, quick: bool) -> dict:
+    from specproof.decode.decoding import DecodeSettings, decode_speculative, decode_target_only
+    from specproof.decode.drafters import ModelDrafter, NGramDrafter
+    from specproof.decode.policies import make_policy
+    from specproof.models.files import resolve
+    from specproof.models.loader import load_backend
+
+    spec = {"backend": "llama", "threads": THREADS, "n_ctx": N_CTX, "n_batch": N_BATCH}
+    target = load_backend({**spec, "model": pair.model, "n_ubatch": pair.n_ubatch})
+    draft = load_backend({**spec, "model": DRAFT}) if pair.draft == "model" else None
+    model_path, draft_path = str(resolve(pair.model)), str(resolve(DRAFT))
+    texts = CODE_PROMPTS + [target.chat_prompt(p) for p in CHAT_PROMPTS]
+    texts = texts[:1] if quick else texts
     s = DecodeSettings(a.new_tokens, 0.0, 0)
-    names = ["ours target-only", "ours speculative", "theirs target-only", "theirs speculative"]
-    pairs, ours_spec_runs, theirs_spec, ids_equal, text_equal = [], [], [], True, True
-    decode_speculative(target, ModelDrafter(draft), target.encode(texts[0]), s, make_policy("fixed", a.k))  # warm-up
+
+    def drafter():
+        return ModelDrafter(draft) if draft is not None else NGramDrafter(max_ngram=NGRAM)
+
+    def ids_of(text):  # what common_tokenize gives their tools: BOS where the GGUF asks for it
+        return list(target.llm.tokenize(text.encode("utf-8"), add_bos=True, special=True))
+
+    ours = {"ours fixed": lambda: make_policy("fixed", a.k), "ours adaptive": lambda: make_policy("adaptive", a.policy_k),
+            "ours guard": lambda: make_policy("guard", a.policy_k)}
+    decode_speculative(target, drafter(), ids_of(texts[0]), s, make_policy("fixed", a.k))  # warm-up
+    names = [*OURS, *THEIRS]
+    pairs, runs, ids_equal, text_equal, prompt_ms = [], {n: [] for n in names}, True, True, {}
     for rep in range(a.repeats):
-        order = names[rep % 4:] + names[:rep % 4]
+        order = names[rep % len(names):] + names[:rep % len(names)]
         for text in texts:
-            ids = target.encode(text)
-            out = {}
+            ids, out = ids_of(text), {}
             for name in order:
                 if name == "ours target-only":
                     out[name] = decode_target_only(target, ids, s)
-                elif name == "ours speculative":
-                    out[name] = decode_speculative(target, ModelDrafter(draft), ids, s, make_policy("fixed", a.k))
+                elif name in ours:
+                    out[name] = decode_speculative(target, drafter(), ids, s, ours[name]())
                 elif name == "theirs target-only":
-                    out[name] = theirs_target_only(model, text, a.new_tokens, n_ubatch)
+                    out[name] = theirs_target_only(model_path, text, a.new_tokens, pair.n_ubatch)
                 else:
-                    out[name] = theirs_speculative(model, text, a.new_tokens, n_ubatch, a.k)
-            ours_to, ours_sp = out["ours target-only"], out["ours speculative"]
-            th_to, th_sp = out["theirs target-only"], out["theirs speculative"]
-            ids_equal &= ours_sp.new_ids == ours_to.new_ids
-            text_equal &= th_sp["text"] == th_to["text"] == ours_to.text.strip()
-            ours_spec_runs.append(ours_sp)
-            theirs_spec.append(th_sp)
-            pairs.append({"ours_to": ours_to.tokens_per_s, "ours_sp": ours_sp.tokens_per_s,
-                          "theirs_to": th_to["tokens_per_s"], "theirs_sp": th_sp["tokens_per_s"]})
+                    k = a.k if name == "theirs fixed" else None
+                    out[name] = theirs_speculative(pair, model_path, draft_path, text, a.new_tokens, k)
+                runs[name].append(out[name])
+            greedy = out["ours target-only"]
+            ids_equal &= all(out[n].new_ids == greedy.new_ids for n in ours)
+            text_equal &= all(same_text(out[n]["text"], greedy.text) for n in THEIRS)
+            to = out["theirs target-only"]
+            prompt_ms[text] = to["prompt_ms"] * (len(ids) - 1) / max(to["prompt_tokens"], 1)
+            pairs.append({n: (out[n].tokens_per_s if n in OURS else out[n]["tokens_per_s"]) for n in names})
+            print({n: round(v, 2) for n, v in pairs[-1].items()}, flush=True)
+    # one extra fixed-K run per side, verbose on theirs, for the per-round costs
+    text = texts[0]
+    ours_cost = ours_round_costs(decode_speculative(target, drafter(), ids_of(text), s, make_policy("fixed", a.k)))
+    theirs_cost = theirs_round_costs(theirs_speculative(pair, model_path, draft_path, text, a.new_tokens, a.k,
+                                                        verbose=True), prompt_ms[text])
     target.close()
-    med = {key: statistics.median(p[key] for p in pairs) for key in pairs[0]}
-    ratio, q1, q3 = _spread([p["ours_sp"] / p["theirs_sp"] for p in pairs])
-    ours_speedup = _spread([p["ours_sp"] / p["ours_to"] for p in pairs])[0]
-    theirs_speedup = _spread([p["theirs_sp"] / p["theirs_to"] for p in pairs])[0]
-    acc_ours = _acceptance(ours_spec_runs)
-    acc_theirs = sum(r["accepted"] for r in theirs_spec) / max(sum(r["drafted"] for r in theirs_spec), 1)
-    row = [label, med["ours_to"], med["ours_sp"], med["theirs_to"], med["theirs_sp"], ours_speedup,
-           theirs_speedup, f"{ratio:.3f} ({q1:.3f}-{q3:.3f})", acc_ours, acc_theirs,
-           "yes" if ids_equal else "NO", "yes" if text_equal else "NO"]
-    key = {512: "", 1: "_ub1"}[n_ubatch]
-    key = f"{model.split(':')[1].split('-')[1]}{key}"
-    values = {f"{key}.spec_ratio": (ratio, "x"), f"{key}.ours_speedup": (ours_speedup, "x"),
-              f"{key}.theirs_speedup": (theirs_speedup, "x"), f"{key}.ours_spec_tps": (med["ours_sp"], "tok/s"),
-              f"{key}.theirs_spec_tps": (med["theirs_sp"], "tok/s"), f"{key}.acceptance_ours": (acc_ours, "share"),
-              f"{key}.acceptance_theirs": (acc_theirs, "share")}
-    return row, values
+    if draft is not None:
+        draft.close()
+    ratio = lambda num, den: spread([p[num] / p[den] for p in pairs])  # noqa: E731
+    theirs_acc = lambda n: (sum(r["accepted"] for r in runs[n]) / sum(r["drafted"] for r in runs[n])  # noqa: E731
+                            if sum(r["drafted"] for r in runs[n]) else float("nan"))
+    return {"pair": pair, "n_pairs": len(pairs),
+            "median": {n: statistics.median(p[n] for p in pairs) for n in names},
+            "fixed_ratio": ratio("ours fixed", "theirs fixed"),
+            "adaptive_ratio": ratio("ours adaptive", "theirs default"),
+            "guard_ratio": ratio("ours guard", "theirs default"),
+            "speedup": {"ours fixed": ratio("ours fixed", "ours target-only")[0],
+                        "ours adaptive": ratio("ours adaptive", "ours target-only")[0],
+                        "ours guard": ratio("ours guard", "ours target-only")[0],
+                        "theirs fixed": ratio("theirs fixed", "theirs target-only")[0],
+                        "theirs default": ratio("theirs default", "theirs target-only")[0]},
+            "acceptance": {"ours fixed": acceptance(runs["ours fixed"]), "theirs fixed": theirs_acc("theirs fixed"),
+                           "theirs default": theirs_acc("theirs default")},
+            "ids_equal": ids_equal, "text_equal": text_equal, "costs": {"ours": ours_cost, "theirs": theirs_cost}}
+
+
+def _q(r: tuple[float, float, float]) -> str:
+    return f"{r[0]:.3f} ({r[1]:.3f}-{r[2]:.3f})"
+
+
+def tables(results: list[dict]) -> tuple[list, list, dict]:
+    """The main table's rows, the per-round cost rows and the values the paper cites."""
+    rows, cost_rows, values = [], [], {}
+    for r in results:
+        p, m, sp, acc = r["pair"], r["median"], r["speedup"], r["acceptance"]
+        rows.append([p.label, m["ours target-only"], m["theirs target-only"], m["ours fixed"], m["theirs fixed"],
+                     _q(r["fixed_ratio"]), sp["ours fixed"], sp["theirs fixed"], m["ours adaptive"], m["ours guard"],
+                     m["theirs default"], _q(r["adaptive_ratio"]), _q(r["guard_ratio"]), sp["ours adaptive"],
+                     sp["ours guard"], sp["theirs default"], acc["ours fixed"], acc["theirs fixed"],
+                     acc["theirs default"], "yes" if r["ids_equal"] else "NO", "yes" if r["text_equal"] else "NO"])
+        for side in ("ours", "theirs"):
+            c = r["costs"][side]
+            cost_rows.append([p.label, side, c["rounds"], c["round"], c["draft"], c["verify"],
+                              "in other" if c["sampling"] is None else c["sampling"], c["other"]])
+        k = p.key
+        best_policy = max(r["adaptive_ratio"][0], r["guard_ratio"][0])
+        values |= {f"{k}.fixed_ratio": (r["fixed_ratio"][0], "x"), f"{k}.adaptive_ratio": (r["adaptive_ratio"][0], "x"),
+                   f"{k}.guard_ratio": (r["guard_ratio"][0], "x"), f"{k}.policy_ratio": (best_policy, "x"),
+                   f"{k}.ours_fixed_speedup": (sp["ours fixed"], "x"),
+                   f"{k}.ours_best_speedup": (max(sp["ours fixed"], sp["ours adaptive"], sp["ours guard"]), "x"),
+                   f"{k}.theirs_fixed_speedup": (sp["theirs fixed"], "x"),
+                   f"{k}.theirs_default_speedup": (sp["theirs default"], "x"),
+                   f"{k}.theirs_best_speedup": (max(sp["theirs fixed"], sp["theirs default"]), "x"),
+                   f"{k}.acceptance_ours": (acc["ours fixed"], "share"),
+                   f"{k}.acceptance_theirs": (acc["theirs fixed"], "share")}
+    fixed = [r["fixed_ratio"][0] for r in results]
+    policy = [values[f"{r['pair'].key}.policy_ratio"][0] for r in results]
+    # pairs where their loop reaches a speedup (> 1) that none of our policies reaches
+    theirs_only = [r["pair"].label for r in results
+                   if values[f"{r['pair'].key}.theirs_best_speedup"][0]
+                   > max(1.0, values[f"{r['pair'].key}.ours_best_speedup"][0])]
+    values |= {"min_fixed_ratio": (min(fixed), "x"), "max_fixed_ratio": (max(fixed), "x"),
+               "min_policy_ratio": (min(policy), "x"), "max_policy_ratio": (max(policy), "x"),
+               "pairs": (len(results), "pairs"), "theirs_only_speedup_pairs": (len(theirs_only), "pairs"),
+               "theirs_only_speedup_labels": ("; ".join(theirs_only) or "none", "pairs"),
+               "ids_equal": (all(r["ids_equal"] for r in results), "bool"),
+               "text_equal": (all(r["text_equal"] for r in results), "bool")}
+    return rows, cost_rows, values
+
+
+HEADER = ["pair", "ours target-only tok/s", "theirs target-only tok/s", "ours fixed K tok/s", "theirs fixed K tok/s",
+          "ours/theirs fixed K (quartiles)", "our fixed K speedup", "their fixed K speedup", "ours adaptive tok/s",
+          "ours guard tok/s", "theirs default tok/s", "adaptive/theirs default (quartiles)",
+          "guard/theirs default (quartiles)", "our adaptive speedup", "our guard speedup", "their default speedup",
+          "acceptance ours fixed K", "acceptance theirs fixed K", "acceptance theirs default", "ids equal",
+          "text equal"]
+COST_HEADER = ["pair", "loop", "rounds", "ms/round", "draft ms/round", "verify ms/round", "sampling ms/round",
+               "other ms/round"]
 
 
 def main() -> int:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--k", type=int, default=6)
+    ap.add_argument("--k", type=int, default=6, help="fixed K on both sides")
+    ap.add_argument("--policy-k", type=int, default=8, help="the largest K adaptive and guard search")
     ap.add_argument("--new-tokens", type=int, default=128)
     ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--pairs", default=",".join(p.key for p in PAIRS))
     ap.add_argument("--quick", action="store_true", help="one prompt, one repetition; print, write no table")
     a = ap.parse_args()
+    chosen = [p for p in PAIRS if p.key in a.pairs.split(",")]
+    unknown = set(a.pairs.split(",")) - {p.key for p in PAIRS}
+    if unknown:
+        print(f"llama_speculative: error: unknown pair(s) {', '.join(sorted(unknown))}", file=sys.stderr)
+        return 2
     missing = missing_tools()
     if missing:
         print(f"llama_speculative: skipped: llama.cpp's own tools are not built ({', '.join(missing)} "
               f"missing under {tool_path(missing[0]).parent}); run `make peers` first")
         return 0
-    draft = load_backend({"backend": "llama", "model": DRAFT, "threads": THREADS})
-    texts = CODE_PROMPTS[:1] if a.quick else CODE_PROMPTS + [draft.chat_prompt(p) for p in CHAT_PROMPTS]
+    defaults = parse_help_defaults(_run([str(tool_path("llama-speculative-simple")), "--help"])[0])
+    print(f"their defaults: {defaults}", flush=True)
     if a.quick:
         a.repeats = 1
-    header = ["pair", "ours target-only tok/s", "ours spec tok/s", "theirs target-only tok/s",
-              "theirs spec tok/s", "our speedup", "their speedup", "ours/theirs spec (quartiles)",
-              "acceptance ours", "acceptance theirs", "ids equal", "text equal"]
-    rows, values = [], {}
-    for label, model, n_ubatch in TARGETS:
-        row, vals = compare(label, model, n_ubatch, draft, texts, a)
-        rows.append(row)
-        values |= vals
-        print(dict(zip(header, row)), flush=True)
+    results = []
+    for pair in chosen:
+        results.append(compare(pair, a, a.quick))
+        rows, cost_rows, _ = tables(results[-1:])
+        print(dict(zip(HEADER, rows[0])), flush=True)
+        for c in cost_rows:
+            print(dict(zip(COST_HEADER, c)), flush=True)
     if a.quick:
-        print("llama_speculative: --quick smoke run: no table written")
+        print("llama_speculative: --quick smoke run (one prompt, one repetition, unpaired): no table written")
         return 0
+    rows, cost_rows, values = tables(results)
+    cost_values = {f"{r['pair'].key}.{side}.{part}_ms": (r["costs"][side][part], "ms/round")
+                   for r in results for side in ("ours", "theirs") for part in ("round", "draft", "verify", "other")}
     build = build_record() or {}
-    values |= {"k": (a.k, "K"), "new_tokens": (a.new_tokens, "tokens"), "repeats": (a.repeats, "runs")}
-    write_table("llama_speculative", "Our speculative loop vs llama.cpp's llama-speculative-simple, fixed K",
-                header, rows,
-                [f"K = {a.k} on both sides (theirs: --spec-draft-n-max = --spec-draft-n-min = {a.k}, p_min 0), "
-                 f"greedy, {a.new_tokens} new tokens, {len(texts)} prompts (code and chat) x {a.repeats} "
-                 "repetitions, the four runs of a pair back to back in an order rotating every repetition; "
-                 f"{THREADS} threads for target and draft on both sides.",
-                 "tok/s columns: medians over pairs; speedups and ours/theirs: medians of per-pair ratios.",
-                 f"Their tools: llama-cpp-python {build.get('version', '?')} sdist (sha256 "
-                 f"{build.get('sdist_sha256', '?')[:12]}), vendor/llama.cpp built with {build.get('cmake_args', '?')}.",
-                 "Goal (issue 14): ours/theirs >= 1.1 on every pair."],
-                values)
+    d = lambda flag: defaults.get(flag, "?")  # noqa: E731
+    n_prompts = len(CODE_PROMPTS) + len(CHAT_PROMPTS)
+    misses = [f"{r[0]} (fixed {r[5]}, adaptive {r[11]}, guard {r[12]})" for r in rows
+              if float(r[5].split()[0]) < 1.1 or max(float(r[11].split()[0]), float(r[12].split()[0])) < 1.1]
+    values |= {"k": (a.k, "K"), "policy_k": (a.policy_k, "K"), "new_tokens": (a.new_tokens, "tokens"),
+               "repeats": (a.repeats, "runs"), "prompts": (n_prompts, "prompts")}
+    notes = [
+        f"Fixed K = {a.k} on both sides (theirs: --spec-draft-n-max = --spec-draft-n-min = {a.k}, "
+        f"--spec-draft-p-min 0; n-gram: ngram-simple, lookup size {NGRAM}, draft size {a.k}); ours adaptive and "
+        f"guard search K = 1..{a.policy_k}; theirs default: the tool's own settings, from its --help: "
+        f"--spec-draft-n-max {d('--spec-draft-n-max')}, --spec-draft-n-min {d('--spec-draft-n-min')}, "
+        f"--spec-draft-p-min {d('--spec-draft-p-min')} (draft-simple); --spec-ngram-simple-size-n "
+        f"{d('--spec-ngram-simple-size-n')}, --spec-ngram-simple-size-m {d('--spec-ngram-simple-size-m')} "
+        "(ngram-simple, the tool's prompt-lookup type; it has no default n-gram type, and ours backs off from "
+        f"{NGRAM}-grams to 1-grams where theirs matches exactly one size).",
+        f"Greedy, {a.new_tokens} new tokens (EOS stops both sides), {n_prompts} prompts (code and chat, in each "
+        f"target's chat template) x {a.repeats} repetitions; the seven runs of a pair back to back in an order "
+        f"rotating every repetition; {THREADS} threads for target and draft on both sides; tok/s exclude prompt "
+        "processing on both sides (their tools' own decode timers).",
+        "tok/s columns: medians over pairs; ratios and speedups: medians (quartiles) of per-pair ratios. "
+        "Speedup = speculative / the same side's target-only run of the pair.",
+        "ids equal: our fixed, adaptive and guard ids equal our target-only greedy ids on every pair; text equal: "
+        "their target-only, fixed-K and default outputs equal our target-only greedy text on every pair.",
+        "Per-round costs (second table): one extra fixed-K run per side on the first prompt after the timed "
+        "runs; theirs at -lv 4 (its draft timers print at trace level), verify = the target's eval timers "
+        "minus its prompt (estimated from llama-completion's prompt eval of the same prompt), sampling = "
+        "their common_sampler timer; ours: sampling and acceptance are part of 'other' (Python, with draft "
+        "replay and bookkeeping).",
+        f"Their tools: llama-cpp-python {build.get('version', '?')} sdist (sha256 "
+        f"{str(build.get('sdist_sha256', '?'))[:12]}), vendor/llama.cpp built with "
+        f"{build.get('cmake_args', '?')} {build.get('build_args', '')}.",
+        "Goals (issue 14): ours/theirs fixed K >= 1.1 on every pair; adaptive or guard / theirs default >= 1.1 on "
+        "every pair. " + ("Met on every pair." if not misses else "Missed on: " + "; ".join(misses) + "."),
+    ]
+    write_table("llama_speculative", "Our speculative loop vs llama.cpp's llama-speculative-simple",
+                HEADER, rows, notes, values)
+    write_table("llama_speculative_costs", "Per-round costs: our loop vs llama-speculative-simple at fixed K",
+                COST_HEADER, cost_rows,
+                [f"ms per round of one fixed-K (K = {a.k}) run per side and pair on the first prompt, after the "
+                 "timed runs of benchmarks/results/llama_speculative.md (same command).",
+                 "Theirs at -lv 4 (its draft timers print at trace level): draft = its draft-generation timer; "
+                 "verify = the target's eval timers minus its prompt (estimated from llama-completion's prompt "
+                 "eval of the same prompt, scaled to the n - 1 positions it evaluates); sampling = its "
+                 "common_sampler timer (target sampling and acceptance); other = the rest of its decode time "
+                 "(feeding the verified batch to the draft, KV bookkeeping, logging).",
+                 "Ours from the run's round records: draft = D, verify = R, other = draft replay + X "
+                 "(sampling, acceptance and Python bookkeeping)."],
+                cost_values)
     return 0
 
 
