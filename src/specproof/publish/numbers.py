@@ -253,6 +253,10 @@ def study_numbers(a: StudyAnalysis, manifest_sha256: str | None, prefix: str | N
             put(f"advise.{r.pair}.predicted", r.predicted_speedup, "x", src["advise.predicted"])
             put(f"advise.{r.pair}.realized", r.realized_speedup, "x", src["advise.realized"])
             put(f"advise.{r.pair}.enable", bool(r.enable), "bool", src["advise.predicted"])
+            if getattr(r, "model", None) == "loop":  # the loop model's interval, the micro model beside it
+                put(f"advise.{r.pair}.predicted_low", r.predicted_low, "x", src["advise.predicted"])
+                put(f"advise.{r.pair}.predicted_high", r.predicted_high, "x", src["advise.predicted"])
+                put(f"advise.{r.pair}.micro_predicted", r.micro_predicted_speedup, "x", src["advise.predicted"])
     return out
 
 
