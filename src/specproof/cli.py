@@ -97,7 +97,7 @@ def cmd_decode(a) -> int:
 
 
 def cmd_advise(a) -> int:
-    from .evidence.advise import advise, realized_speedup
+    from .evidence.advise import BOOTSTRAP_LEVEL, advise, realized_speedup
     from .errors import ConfigError
     from .models.loader import load_backend, load_drafter
     from .decode.decoding import DecodeSettings
@@ -128,17 +128,23 @@ def cmd_advise(a) -> int:
         from .records import finite_json
         print(json.dumps(finite_json(res), allow_nan=False))
         return 0
-    print(f"target {target.label}: {res['target_ms_per_token']:.1f} ms/token; draft step "
-          f"{res['draft_step_ms']:.1f} ms (ratio {res['draft_to_target_ratio']:.2f})")
-    print("verify cost v(B), ms: " + ", ".join(f"{b}:{v:.1f}" for b, v in res["verify_ms"].items()))
+    print(f"target {target.label}: {res['target_ms_per_token']:.1f} ms/token in the loop; draft "
+          f"{res['draft_round_overhead_ms']:.1f} ms per round + {res['draft_step_ms']:.1f} ms per token "
+          f"(ratio {res['draft_to_target_ratio']:.2f}); residual {res['residual_ms']:.2f} ms per round")
+    print("verify cost v(B) alone, ms: " + ", ".join(f"{b}:{v:.1f}" for b, v in res["verify_ms"].items())
+          + f"; in the loop x{res['verify_loop_ratio']:.2f}")
     print("acceptance by position: " + ", ".join("n/a" if x is None else f"{x:.2f}" for x in res["alpha"]))
     print(" K  E[C|K]  round ms  predicted speedup")
     for r in res["table"]:
         mark = "  <- best" if r["k"] == res["k"] else ""
         print(f"{r['k']:2d}  {r['expected_committed']:6.2f}  {r['round_ms']:8.1f}  {r['predicted_speedup']:6.2f}x{mark}")
     verdict = "enable speculation" if res["enable"] else "do NOT enable speculation (predicted slower)"
+    level = round(100 * BOOTSTRAP_LEVEL)
     print(f"advice: {verdict}, K={res['k']}, predicted {res['predicted_speedup']:.2f}x "
-          f"({res['seconds']:.0f} s to measure)")
+          f"[{res['predicted_low']:.2f}, {res['predicted_high']:.2f}] ({level}% interval from the probe's noise; "
+          f"micro-benchmark model {res['micro_predicted_speedup']:.2f}x) ({res['seconds']:.0f} s to measure)")
+    if res["enable"] and res["predicted_low"] <= 1 or not res["enable"] and res["predicted_high"] >= 1:
+        print("note: the interval includes 1: the probe cannot tell whether speculation pays here")
     if a.check:
         print(f"realized at K={res['k']}: {res['realized_speedup']:.2f}x")
     return 0

@@ -53,3 +53,111 @@ def test_expected_round_cost_follows_the_proposal_lengths():
     assert expected_round_ms(3, np.array([0, 0]), 2.0, verify, 0.5) == pytest.approx(10.5)
     assert expected_round_ms(3, np.array([4, 4]), 2.0, verify, 0.5) == pytest.approx(3 * 2 + 13 + 0.5)
     assert expected_round_ms(3, np.array([1, 4]), 2.0, verify, 0.0) == pytest.approx(((2 + 11) + (6 + 13)) / 2)
+
+
+# ---- the loop model (predict_loop) on synthetic probe records ------------------------------
+
+V_ISO = {b: 10.0 + 1.5 * (b - 1) for b in range(1, 6)}
+
+
+def probe_records(k_max=4, a=6.0, b=3.0, rho=1.3, t_target=12.0, x=0.4, noise=0.0, seed=0, rounds_per_k=6,
+                  accepted=lambda i, d: min(d, i % 3)):
+    """Probe records a real probe would write: isolated verify samples at v_iso(B) and a
+    draft step at b; target-only rounds of ``t_target`` ms; speculative rounds asked for
+    K_max, 1, K_max, 2, ... (CyclePolicy), each drafting d tokens in a + b d ms, verifying
+    in rho v_iso(d + 1) ms, with ``x`` ms of residual, accepting ``accepted(i, d)`` tokens
+    in its i-th round (default 0, 1, 2, 0, ... capped by d). ``noise``: relative lognormal noise on every time."""
+    import pandas as pd
+    from specproof.evidence.advise import CyclePolicy
+    rng = np.random.default_rng(seed)
+    jitter = (lambda: float(np.exp(noise * rng.standard_normal()))) if noise else (lambda: 1.0)
+    rows = []
+    for prompt in (0, 1):
+        for i in range(12):
+            ns = int(t_target * jitter() * 1e6)
+            rows.append(dict(path="target", prompt=prompt, requested=0, k=0, accepted=0, committed=1,
+                             verify_positions=1, draft_ns=0, replay_ns=0, verify_ns=ns - 100_000,
+                             residual_ns=100_000, round_ns=ns))
+        policy = CyclePolicy(k_max)
+        for i in range(rounds_per_k * 2 * (k_max - 1)):
+            d = policy.next_k()
+            acc = accepted(i, d)
+            draft, verify = (a + b * d) * jitter(), rho * V_ISO[d + 1] * jitter()
+            rows.append(dict(path="speculative", prompt=prompt, requested=d, k=d, accepted=acc, committed=acc + 1,
+                             verify_positions=d + 1, draft_ns=int(draft * 1e6), replay_ns=0,
+                             verify_ns=int(verify * 1e6), residual_ns=int(x * 1e6),
+                             round_ns=int((draft + verify + x) * 1e6)))
+    rounds = pd.DataFrame(rows).assign(k_max=k_max)
+    micro = pd.DataFrame([{"measure": "verify", "B": bb, "samples_ms": [v * jitter() for _ in range(3)]}
+                          for bb, v in V_ISO.items()] + [{"measure": "draft", "B": 1, "samples_ms": [b] * 6}])
+    return micro, rounds
+
+
+def test_cycle_policy_asks_kmax_every_other_round_and_every_smaller_k():
+    from specproof.evidence.advise import CyclePolicy
+    p = CyclePolicy(4)
+    assert [p.next_k() for _ in range(8)] == [4, 1, 4, 2, 4, 3, 4, 1]
+    assert p.asked == [4, 1, 4, 2, 4, 3, 4, 1]
+    one = CyclePolicy(1)
+    assert [one.next_k() for _ in range(3)] == [1, 1, 1]
+
+
+def test_the_loop_model_recovers_the_in_loop_costs_and_predicts_the_loop_speedup():
+    from specproof.decode.costmodel import acceptance_by_position
+    from specproof.evidence.advise import predict, predict_loop
+    micro, rounds = probe_records()
+    res = predict_loop(micro, rounds, 4)
+    assert res["draft_round_overhead_ms"] == pytest.approx(6.0, rel=1e-5)
+    assert res["draft_step_ms"] == pytest.approx(3.0, rel=1e-5)
+    assert res["verify_loop_ratio"] == pytest.approx(1.3, rel=1e-5)
+    assert res["target_ms_per_token"] == pytest.approx(12.0, rel=1e-5)
+    assert res["residual_ms"] == pytest.approx(0.4, rel=1e-5)
+    spec = rounds[rounds["path"] == "speculative"]
+    alpha = acceptance_by_position(spec, 4, requested=spec["requested"])
+    for row in res["table"]:
+        k = row["k"]
+        truth = 12.0 * expected_committed(alpha, k) / (6.0 + 3.0 * k + 1.3 * V_ISO[k + 1] + 0.4)
+        assert row["predicted_speedup"] == pytest.approx(truth, rel=1e-5)
+    # the micro-benchmark model, which knows neither the overhead nor rho, predicts more
+    micro_model = predict(micro, rounds, 4)
+    assert micro_model["table"][res["k"] - 1]["predicted_speedup"] > 1.2 * res["predicted_speedup"]
+    # no timing noise: the interval is acceptance's sampling noise alone
+    assert res["predicted_low"] < res["predicted_speedup"] < res["predicted_high"]
+    # and with every round accepting the same, nothing varies: the interval is the point
+    res = predict_loop(*probe_records(accepted=lambda i, d: d), 4)
+    assert res["predicted_low"] == pytest.approx(res["predicted_speedup"], rel=1e-9)
+    assert res["predicted_high"] == pytest.approx(res["predicted_speedup"], rel=1e-9)
+
+
+def test_the_interval_covers_the_point_and_widens_with_the_probe_noise():
+    from specproof.evidence.advise import predict_loop
+    widths = []
+    for noise in (0.05, 0.3):
+        res = predict_loop(*probe_records(noise=noise, seed=1), 4)
+        assert res["predicted_low"] < res["predicted_speedup"] < res["predicted_high"]
+        widths.append(res["predicted_high"] - res["predicted_low"])
+    assert widths[1] > 2 * widths[0]
+    # seeded: the audit recomputes the same interval
+    again = predict_loop(*probe_records(noise=0.3, seed=1), 4)
+    assert again["predicted_high"] - again["predicted_low"] == widths[1]
+
+
+def test_the_audit_recomputes_a_loop_row_with_the_loop_model_and_an_old_row_with_the_micro_model():
+    import pandas as pd
+    from specproof.analysis.summaries import recompute_advise
+    from specproof.evidence.advise import predict, predict_loop
+    micro, rounds = probe_records(noise=0.1)
+    runs = pd.DataFrame({"path": ["target", "speculative"], "new_tokens": [10, 10], "decode_ns": [200, 100]})
+    summary = pd.DataFrame([{"pair": "p", "k": 0, "predicted_speedup": 0.0, "realized_speedup": 0.0,
+                             "enable": False, "draft_to_target_ratio": 0.0, "model": "loop",
+                             "predicted_low": 0.0, "predicted_high": 0.0, "micro_predicted_speedup": 0.0}])
+    tag = lambda df: df.assign(pair="p")  # noqa: E731
+    out = recompute_advise(summary, tag(micro), tag(rounds), tag(runs)).iloc[0]
+    loop, old = predict_loop(micro, rounds, 4), predict(micro, rounds, 4)
+    assert out["predicted_speedup"] == loop["predicted_speedup"] and out["k"] == loop["k"]
+    assert (out["predicted_low"], out["predicted_high"]) == (loop["predicted_low"], loop["predicted_high"])
+    assert out["micro_predicted_speedup"] == old["table"][loop["k"] - 1]["predicted_speedup"]
+    assert out["realized_speedup"] == pytest.approx(2.0)
+    frozen = summary.drop(columns=["model", "predicted_low", "predicted_high", "micro_predicted_speedup"])
+    out = recompute_advise(frozen, tag(micro), tag(rounds), tag(runs)).iloc[0]
+    assert out["predicted_speedup"] == old["predicted_speedup"] and out["k"] == old["k"]

@@ -130,7 +130,8 @@ def test_the_raw_records_give_back_the_stages_summaries(made):
     pred = read_json(d / "prediction.json")
     assert (s.prediction["P_matched"], s.prediction["P_total"]) == (pred["P_matched"], pred["P_total"])
     assert pred["P_total"] == 4  # one target, two verify paths, the two reserved prompts
-    cols = ["pair", "k", "predicted_speedup", "realized_speedup", "enable", "draft_to_target_ratio"]
+    cols = ["pair", "k", "predicted_speedup", "realized_speedup", "enable", "draft_to_target_ratio", "model",
+            "predicted_low", "predicted_high", "micro_predicted_speedup"]
     pd.testing.assert_frame_equal(s.advise[cols], read_parquet(d / "advise.parquet")[cols])
 
 
@@ -205,9 +206,10 @@ def test_a_set_frozen_before_the_raw_records_is_audited_against_its_summaries(co
     numbers = write_numbers(copy / "manifests", copy / "numbers.json")
     line = next(x for x in run_audit(copy) if "checked only against a summary" in x)
     # 3 detectable TVs (id, rank, whole rule); level1: 3; level2: 4; P_matched, P_total and
-    # matched, total per verify path (2); advise: 4 per pair and its 2 summary counts
-    assert line == (f"{SET}: 22 of them checked only against a summary, the set holding no raw record "
-                    "for them: 6 from advise.parquet, 3 from calibration.json, 3 from level1.json, "
+    # matched, total per verify path (2); advise: 7 per pair (k, predicted, its interval's two
+    # ends, the micro model, realized, enable) and its 2 summary counts
+    assert line == (f"{SET}: 25 of them checked only against a summary, the set holding no raw record "
+                    "for them: 9 from advise.parquet, 3 from calibration.json, 3 from level1.json, "
                     "4 from level2.json, 6 from prediction.json")
     assert numbers[f"{SET}.calibration.id.null_rejection_rate"]["source"] == "calibration.parquet"
     assert numbers[f"{SET}.prediction.discovery_holds"]["source"] == "predictions.json"

@@ -22,6 +22,7 @@ import pandas as pd
 from .agreement import agreement_counts, agreement_table
 from .certificate import certificate
 from .costs import config_costs, run_costs
+from .loopcost import loop_costs
 from ..records import check_seal, read_json, read_parquet, write_json, write_parquet
 from .statistics import acceptance_stats, best_k_reserved, speedup_stats
 from .summaries import recompute
@@ -51,6 +52,7 @@ class StudyAnalysis:
     advise: pd.DataFrame | None
     sources: dict[str, str]  # summary number group -> the file it is computed from (summaries.Summaries)
     calibration_table: pd.DataFrame | None = None  # calibration.parquet: p-values per repetition
+    loop_costs: pd.DataFrame | None = None  # in-loop vs isolated costs per greedy fixed-K config (loopcost)
 
 
 def analyze(d: Path) -> StudyAnalysis:
@@ -78,7 +80,8 @@ def analyze(d: Path) -> StudyAnalysis:
         calibration=cal, level1=summ.level1, level2=summ.level2,
         batch_invariance=read_parquet(d / "batch_invariance.parquet"), qualification=qual,
         prediction=summ.prediction, micro=micro, advise=summ.advise, sources=summ.sources,
-        calibration_table=read_parquet(d / "calibration.parquet"))
+        calibration_table=read_parquet(d / "calibration.parquet"),
+        loop_costs=loop_costs(runs, rounds, micro))
 
 
 def prompt_split(d: Path, runs: pd.DataFrame, prov: dict) -> tuple[list[str], list[str]]:

@@ -25,7 +25,7 @@ from pathlib import Path
 import pandas as pd
 
 from ..errors import SpecproofError
-from ..evidence.advise import predict, realized_from_runs
+from ..evidence.advise import predict, predict_loop, realized_from_runs
 from ..evidence.calibration import (LEVEL2_COLUMNS, level1_case, level1_summary, level2_tests,
                                     power_curve, summarize_calibration)
 from ..evidence.prediction import first_reserved_start, load_sealed, prediction_counts
@@ -125,7 +125,9 @@ def recompute_advise(summary: pd.DataFrame, micro: pd.DataFrame, rounds: pd.Data
                      runs: pd.DataFrame) -> pd.DataFrame:
     """advise.parquet's rows with k, predicted_speedup, enable and draft_to_target_ratio
     recomputed for every pair the raw records hold, from its timed calls and probe rounds
-    (``evidence.advise.predict``), and realized_speedup from its realized runs
+    (``evidence.advise.predict_loop`` for a row whose ``model`` is 'loop', with its
+    interval and the micro-benchmark model's prediction at its K; ``predict`` for a row
+    written before the loop model), and realized_speedup from its realized runs
     (``realized_from_runs``); the other columns (target, draft, timing of the stage) are
     shown as the summary has them. A pair only the summary holds gets no row, so the
     audit reports its numbers as not recomputed."""
@@ -135,8 +137,15 @@ def recompute_advise(summary: pd.DataFrame, micro: pd.DataFrame, rounds: pd.Data
         r, m, n = rounds[rounds["pair"] == pair], micro[micro["pair"] == pair], runs[runs["pair"] == pair]
         if not (len(r) and len(m) and len(n)):
             continue
-        res = predict(m, r, int(r["k_max"].iloc[0]))
+        k_max = int(r["k_max"].iloc[0])
+        micro_model = predict(m, r, k_max)
+        if row.get("model") == "loop":
+            res = predict_loop(m, r, k_max)
+            extra = {"predicted_low": res["predicted_low"], "predicted_high": res["predicted_high"],
+                     "micro_predicted_speedup": micro_model["table"][res["k"] - 1]["predicted_speedup"]}
+        else:  # a set written before the loop model: the micro-benchmark model was the advice
+            res, extra = micro_model, {}
         out.append({**row, "k": res["k"], "predicted_speedup": res["predicted_speedup"],
                     "enable": res["enable"], "draft_to_target_ratio": res["draft_to_target_ratio"],
-                    "realized_speedup": realized_from_runs(n)})
+                    "realized_speedup": realized_from_runs(n), **extra})
     return pd.DataFrame(out, columns=summary.columns)

@@ -45,3 +45,33 @@ def expected_round_ms(k: int, lengths: np.ndarray, draft_ms: float, verify_ms: d
     (ms). A model drafter always proposes K: K c_draft + v(K + 1) + x."""
     d = np.minimum(k, np.asarray(lengths))
     return float(np.mean(d * draft_ms + np.array([verify_ms[int(b) + 1] for b in d]))) + residual_ms
+
+
+def fit_draft_round(k: np.ndarray, draft_ms: np.ndarray) -> tuple[float, float]:
+    """(a, b) of draft time per round = a + b k, least squares over rounds that drafted
+    (k > 0): a is what a round's first draft call costs beyond a draft step (in a run, the
+    draft's first call after a verify call), b the cost per drafted token. With one
+    distinct k, or a fit whose a or b is negative, a = 0 and b = sum(draft) / sum(k)."""
+    k, y = np.asarray(k, dtype=float), np.asarray(draft_ms, dtype=float)
+    keep = k > 0
+    k, y = k[keep], y[keep]
+    if not len(k):
+        return 0.0, 0.0
+    pooled = (0.0, float(y.sum() / k.sum()))
+    if len(np.unique(k)) < 2:
+        return pooled
+    b, a = np.polyfit(k, y, 1)
+    if a < 0 or b <= 0:
+        return pooled
+    return float(a), float(b)
+
+
+def loop_round_ms(k: int, lengths: np.ndarray, draft: tuple[float, float], verify_ms: dict[int, float],
+                  verify_ratio: float, residual_ms: float) -> float:
+    """E[T|K] as the loop runs it: mean_r (a + b d_r [d_r > 0] + rho v(d_r + 1)) + x with
+    d_r = min(K, length_r), (a, b) the in-loop draft round fit (``fit_draft_round``), v the
+    isolated verify curve and rho its in-loop / isolated ratio."""
+    a, b = draft
+    d = np.minimum(k, np.asarray(lengths))
+    cost = np.where(d > 0, a + b * d, 0.0) + verify_ratio * np.array([verify_ms[int(x) + 1] for x in d])
+    return float(np.mean(cost)) + residual_ms

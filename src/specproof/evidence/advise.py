@@ -14,7 +14,23 @@ with d the tokens the drafter proposed in a probe round (K_max for a model draft
 E[T|K] = K c_draft + v(K+1) + x; an n-gram lookup proposes fewer, or none, and a round
 that proposes none costs one target step), t_T = v(1) + x_T the target-only cost per
 token (x_T its per-step residual, x the per-round residual, both measured in the probe).
-It recommends K* = argmax S(K); speculation is enabled only if S(K*) > 1.
+That is the micro-benchmark model (``predict``): its parts are timed alone. Inside a
+run they cost otherwise (``analysis.loopcost`` on the frozen studies: the draft's first
+call after a verify costs about one more draft step, the verify call and the target step
+run 0.9-1.4x their isolated times), so the advice comes from ``predict_loop``, the same
+formula with the costs the probe's own rounds show, as the loop runs them:
+
+    t_T   = the target-only probe's decode time per token (call, sampling, bookkeeping);
+    draft = a + b d per round that drafts d tokens, fitted over the probe's rounds, which
+            ask for K_max, 1, K_max, 2, ..., K_max, K_max - 1, ... in turn (``CyclePolicy``),
+            so that d varies;
+    v(B)  = rho v_iso(B), rho = the probe's verify time / v_iso at each round's B, pooled;
+    x     = the probe's mean residual and draft replay per round.
+
+Its interval is a percentile bootstrap over the probe's rounds (resampled within prompt
+and requested K; the target-only rounds within prompt) and the isolated verify samples,
+with a fixed seed, so the audit recomputes it. It recommends K* = argmax S(K);
+speculation is enabled only if S(K*) > 1.
 """
 from __future__ import annotations
 
@@ -26,15 +42,36 @@ import numpy as np
 from tqdm import tqdm
 
 from ..decode.backend import Backend
-from ..decode.costmodel import acceptance_by_position, expected_committed, expected_round_ms
+from ..decode.costmodel import (acceptance_by_position, expected_committed, expected_round_ms,
+                                fit_draft_round, loop_round_ms)
 from ..decode.decoding import DecodeSettings, decode_speculative, decode_target_only
 from ..decode.drafters import Drafter, ModelDrafter
-from ..decode.policies import FixedPolicy
+from ..decode.policies import FixedPolicy, Policy
 from ..models.loader import ModelPool
 from ..records import write_parquet
 from ..study.config import Study
 from ..study.workloads import prompt_ids, split_of
 from .micro import time_forward
+
+
+class CyclePolicy(Policy):
+    """The probe's K per round: K_max, 1, K_max, 2, ..., K_max, K_max - 1, then again.
+    Half the rounds ask for K_max (acceptance at every position, the verify call at
+    K_max + 1); the others spread d over 1..K_max - 1, so the probe's rounds separate a
+    draft round's fixed cost from its cost per token. ``asked`` keeps every K handed out."""
+
+    name = "cycle"
+
+    def __init__(self, k_max: int):
+        self.k_max = int(k_max)
+        self.asked: list[int] = []
+        others = list(range(1, self.k_max)) or [self.k_max]
+        self._cycle = [k for o in others for k in (self.k_max, o)]
+
+    def next_k(self) -> int:
+        k = self._cycle[len(self.asked) % len(self._cycle)]
+        self.asked.append(k)
+        return k
 
 
 def advise(target: Backend, drafter: Drafter, prompts: list[list[int]], k_max: int = 8,
@@ -59,16 +96,22 @@ def advise(target: Backend, drafter: Drafter, prompts: list[list[int]], k_max: i
     for i, ids in enumerate(prompts):
         base = decode_target_only(target, ids, settings).rounds_frame()
         frames.append(base.assign(path="target", prompt=i, requested=0))
-        run = decode_speculative(target, drafter, ids, settings, FixedPolicy(k_max)).rounds_frame()
-        # what the decoder asked for: K_max, or fewer where the token budget ran out
-        run["requested"] = np.minimum(k_max, probe_tokens - (run["committed"].cumsum() - run["committed"]) - 1)
+        policy = CyclePolicy(k_max)
+        run = decode_speculative(target, drafter, ids, settings, policy).rounds_frame()
+        # what the decoder asked for: the policy's K, or fewer where the token budget ran out
+        run["requested"] = np.minimum(policy.asked[:len(run)],
+                                      probe_tokens - (run["committed"].cumsum() - run["committed"]) - 1)
         frames.append(run.assign(path="speculative", prompt=i))
     import pandas as pd
     rounds = pd.concat(frames, ignore_index=True).assign(k_max=k_max)
     micro = pd.DataFrame(micro)
     if records is not None:
         records["micro"], records["rounds"] = micro, rounds
-    return {**predict(micro, rounds, k_max), "seconds": time.perf_counter() - t0}
+    micro_model = predict(micro, rounds, k_max)
+    res = predict_loop(micro, rounds, k_max)
+    res["micro_model"] = micro_model
+    res["micro_predicted_speedup"] = micro_model["table"][res["k"] - 1]["predicted_speedup"]
+    return {**res, "seconds": time.perf_counter() - t0}
 
 
 def predict(micro: "pd.DataFrame", rounds: "pd.DataFrame", k_max: int) -> dict:
@@ -108,6 +151,80 @@ def predict(micro: "pd.DataFrame", rounds: "pd.DataFrame", k_max: int) -> dict:
             "draft_to_target_ratio": draft_ms / verify[1]}
 
 
+BOOTSTRAP_RESAMPLES = 400
+BOOTSTRAP_LEVEL = 0.95
+
+
+def _loop_terms(target_rounds: dict, spec: dict, verify_samples: dict[int, np.ndarray], k_max: int,
+                lengths: np.ndarray) -> tuple[np.ndarray, dict]:
+    """S(K) for K = 1..k_max as the loop runs it (see the module docstring), from numpy
+    columns of the probe's rounds; and the terms it is computed from."""
+    verify = {b: float(np.median(v)) for b, v in verify_samples.items()}
+    t_target = float(target_rounds["round_ns"].sum() / target_rounds["committed"].sum() / 1e6)
+    v_iso = np.array([verify[int(b)] for b in spec["verify_positions"]])
+    rho = float(spec["verify_ns"].sum() / 1e6 / v_iso.sum())
+    draft = fit_draft_round(spec["k"], spec["draft_ns"] / 1e6)
+    x = float(np.mean(spec["residual_ns"] + spec["replay_ns"]) / 1e6)
+    req, acc = spec["requested"], spec["accepted"]
+    alpha = np.full(k_max, np.nan)
+    for i in range(1, k_max + 1):
+        at = req >= i
+        reached = int((at & (acc >= i - 1)).sum())
+        if reached:
+            alpha[i - 1] = (at & (acc >= i)).sum() / reached
+    e_c = np.array([expected_committed(alpha, k) for k in range(1, k_max + 1)])
+    round_ms = np.array([loop_round_ms(k, lengths, draft, verify, rho, x) for k in range(1, k_max + 1)])
+    return t_target * e_c / round_ms, {"t_target": t_target, "rho": rho, "draft": draft, "x": x,
+                                        "alpha": alpha, "e_c": e_c, "round_ms": round_ms, "verify": verify}
+
+
+def predict_loop(micro: "pd.DataFrame", rounds: "pd.DataFrame", k_max: int,
+                 resamples: int = BOOTSTRAP_RESAMPLES, level: float = BOOTSTRAP_LEVEL, seed: int = 0) -> dict:
+    """The prediction from the probe's own rounds (see the module docstring): S(K) with
+    t_T, the draft round fit (a, b), rho and x measured in the loop, and the isolated
+    verify curve's shape. ``predicted_low``/``predicted_high``: the ``level`` percentile
+    interval of S(K*) over ``resamples`` bootstrap resamples (seeded by ``seed``) of the
+    probe rounds (within prompt and requested K; target-only rounds within prompt) and of
+    each B's verify samples. Keys as ``predict``'s, plus those."""
+    cols = ["k", "accepted", "requested", "draft_ns", "replay_ns", "verify_ns", "residual_ns",
+            "verify_positions"]
+    t_df, s_df = rounds[rounds["path"] == "target"], rounds[rounds["path"] == "speculative"]
+    tgt = {c: t_df[c].to_numpy(dtype=float) for c in ("round_ns", "committed")}
+    spec = {c: s_df[c].to_numpy(dtype=float) for c in cols}
+    vs = {int(r.B): np.asarray(list(r.samples_ms), dtype=float)
+          for r in micro[micro["measure"] == "verify"].itertuples()}
+    full = s_df["requested"].to_numpy() == k_max
+    lengths = (s_df["k"].to_numpy()[full] if full.any() else s_df["k"].to_numpy())
+    speedup, terms = _loop_terms(tgt, spec, vs, k_max, lengths)
+    best = int(np.argmax(speedup))
+    rng = np.random.Generator(np.random.PCG64(seed))
+    t_groups = [np.flatnonzero(t_df["prompt"].to_numpy() == p) for p in np.unique(t_df["prompt"])]
+    s_keys = s_df["prompt"].astype(str).to_numpy() + "|" + s_df["requested"].astype(str).to_numpy()
+    s_groups = [np.flatnonzero(s_keys == g) for g in np.unique(s_keys)]
+    draws = []
+    for _ in range(resamples):
+        ti = np.concatenate([g[rng.integers(0, len(g), len(g))] for g in t_groups])
+        si = np.concatenate([g[rng.integers(0, len(g), len(g))] for g in s_groups])
+        vb = {b: v[rng.integers(0, len(v), len(v))] for b, v in vs.items()}
+        s_full = spec["requested"][si] == k_max
+        s_len = spec["k"][si][s_full] if s_full.any() else spec["k"][si]
+        s_b, _ = _loop_terms({c: a[ti] for c, a in tgt.items()}, {c: a[si] for c, a in spec.items()}, vb,
+                             k_max, s_len)
+        draws.append(s_b[best])
+    tail = (1 - level) / 2
+    low, high = (float(q) for q in np.quantile(draws, [tail, 1 - tail])) if draws else (float("nan"),) * 2
+    table = [{"k": k, "expected_committed": float(terms["e_c"][k - 1]), "round_ms": float(terms["round_ms"][k - 1]),
+              "predicted_speedup": float(speedup[k - 1])} for k in range(1, k_max + 1)]
+    a, b = terms["draft"]
+    return {"model": "loop", "k": best + 1, "predicted_speedup": float(speedup[best]),
+            "predicted_low": low, "predicted_high": high, "enable": bool(speedup[best] > 1.0), "table": table,
+            "verify_ms": terms["verify"], "verify_loop_ratio": terms["rho"],
+            "draft_step_ms": b, "draft_round_overhead_ms": a, "residual_ms": terms["x"],
+            "target_ms_per_token": terms["t_target"],
+            "alpha": [None if not np.isfinite(x) else float(x) for x in terms["alpha"]],
+            "draft_to_target_ratio": b / terms["t_target"]}
+
+
 def realized_speedup(target: Backend, drafter: Drafter, prompts: list[list[int]], k: int,
                      temperature: float = 0.0, max_new_tokens: int = 64, seed: int = 0,
                      records: list | None = None) -> float:
@@ -136,7 +253,9 @@ def realized_from_runs(runs: "pd.DataFrame") -> float:
 
 def advise_study(study: Study, prompt_set: list[dict], out: Path, micro_out: Path | None = None,
                  rounds_out: Path | None = None, runs_out: Path | None = None) -> None:
-    """Per pair: the advised K and predicted speedup (probe on the discovery prompts),
+    """Per pair: the advised K and predicted speedup (probe on the discovery prompts; the
+    loop model, ``model`` 'loop', with its interval ``predicted_low``/``predicted_high``
+    and the micro-benchmark model's prediction at that K, ``micro_predicted_speedup``),
     and the realized speedup at that K on the reserved prompts (greedy). The summary goes
     to ``out``; the measurements it is computed from, each row with its pair, to
     ``micro_out`` (timed calls), ``rounds_out`` (probe rounds) and ``runs_out`` (the
@@ -163,7 +282,9 @@ def advise_study(study: Study, prompt_set: list[dict], out: Path, micro_out: Pat
                      "k": res["k"], "predicted_speedup": res["predicted_speedup"],
                      "realized_speedup": real, "enable": res["enable"],
                      "draft_to_target_ratio": res["draft_to_target_ratio"],
-                     "advise_seconds": res["seconds"]})
+                     "advise_seconds": res["seconds"], "model": res["model"],
+                     "predicted_low": res["predicted_low"], "predicted_high": res["predicted_high"],
+                     "micro_predicted_speedup": res["micro_predicted_speedup"]})
     for frames, path in ((micro, micro_out), (rounds, rounds_out), (runs, runs_out)):
         if path is not None:
             write_parquet(pd.concat(frames, ignore_index=True), path)

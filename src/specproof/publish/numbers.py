@@ -160,6 +160,7 @@ def study_numbers(a: StudyAnalysis, manifest_sha256: str | None, prefix: str | N
                      "mean_accepted", "max_identity_residual"):
             put(f"{base}.{term}", getattr(r, term), "x" if term.startswith(("S_", "real")) else "",
                 "rounds.parquet")
+    loop_numbers(a, put)
     for r in a.agreement_counts.itertuples():
         base = f"agreement.{r.source}.{r.target}.{r.path}.{r.verify_mode}"
         put(f"{base}.Q_matched", r.Q_matched, "runs", "runs.parquet")
@@ -263,7 +264,39 @@ def study_numbers(a: StudyAnalysis, manifest_sha256: str | None, prefix: str | N
             put(f"advise.{r.pair}.predicted", r.predicted_speedup, "x", src["advise.predicted"])
             put(f"advise.{r.pair}.realized", r.realized_speedup, "x", src["advise.realized"])
             put(f"advise.{r.pair}.enable", bool(r.enable), "bool", src["advise.predicted"])
+            if getattr(r, "model", None) == "loop":  # the loop model's interval, the micro model beside it
+                put(f"advise.{r.pair}.predicted_low", r.predicted_low, "x", src["advise.predicted"])
+                put(f"advise.{r.pair}.predicted_high", r.predicted_high, "x", src["advise.predicted"])
+                put(f"advise.{r.pair}.micro_predicted", r.micro_predicted_speedup, "x", src["advise.predicted"])
     return out
+
+
+LOOP_CONFIG_TERMS = ("draft_ratio", "verify_ratio", "residual_ms", "realized_over_model", "gap_target",
+                     "gap_draft", "gap_verify", "gap_residual", "gap_committed", "explains")
+LOOP_PAIR_TERMS = ("target_ratio", "draft_ratio", "verify_ratio", "residual_ms", "realized_over_model_min",
+                   "realized_over_model_max", "gap_target", "gap_draft", "gap_verify", "gap_residual",
+                   "gap_committed", "explains", "draft_round_overhead_ms", "draft_token_ms")
+
+
+def loop_numbers(a: StudyAnalysis, put) -> None:
+    """'loop.<pair>.*' and 'loop.<pair>.<config>.*': each in-loop cost over its isolated
+    measurement (target step, draft step, verify call), the residual the micro model
+    omits, realized / micro model and its split into one factor per term (see
+    ``analysis.loopcost``), from rounds.parquet with runs.parquet and micro.parquet."""
+    from ..analysis.loopcost import pair_summary
+    lc = a.loop_costs
+    if lc is None or lc.empty:
+        return
+
+    def unit(term: str) -> str:
+        return {"explains": "text", "residual_ms": "ms", "draft_round_overhead_ms": "ms",
+                "draft_token_ms": "ms"}.get(term, "x")
+    for r in pair_summary(lc).to_dict(orient="records"):
+        for term in LOOP_PAIR_TERMS:
+            put(f"loop.{r['pair']}.{term}", r[term], unit(term), "rounds.parquet")
+    for r in lc.to_dict(orient="records"):
+        for term in LOOP_CONFIG_TERMS:
+            put(f"loop.{r['pair']}.{r['config']}.{term}", r[term], unit(term), "rounds.parquet")
 
 
 COVERAGE_SIMULATIONS = 1000  # Monte Carlo SE of a coverage near 0.95: about 0.7 points
