@@ -150,3 +150,28 @@ def test_policy_enum_is_the_decoding_loops_list(tmp_path):
     with pytest.raises(ConfigError) as exc:
         load_study(write(tmp_path, data))
     assert f"grid.{len(data['grid']) - 1}.policy.1" in str(exc.value) and "\n" not in str(exc.value)
+
+
+def test_a_grid_block_can_name_the_pairs_it_runs_on(tmp_path):
+    """A block with ``pairs`` adds its configurations to those pairs only; an unknown pair
+    name is one error naming the field."""
+    from specproof.errors import ConfigError
+    from specproof.study.config import load_study
+    cfg = {"name": "g", "settings": {"max_new_tokens": 4, "seed": 1},
+           "workloads": {"chat": {"source": "builtin", "n": 2}},
+           "targets": {"a": {"backend": "mock"}, "b": {"backend": "mock"}},
+           "drafts": {"d": {"backend": "mock"}},
+           "pairs": [{"target": "a", "draft": "d"}, {"target": "b", "draft": "d"}],
+           "grid": [{"k": [2], "policy": ["fixed"], "verify_mode": ["batched"], "temperature": [0.0]},
+                    {"k": [8], "policy": ["adaptive"], "verify_mode": ["batched"], "temperature": [0.0],
+                     "pairs": ["b+d"]}]}
+    path = tmp_path / "g.yaml"
+    path.write_text(yaml.safe_dump(cfg))
+    study = load_study(path)
+    assert [c.policy for c in study.grid("a+d")] == ["fixed"]
+    assert [c.policy for c in study.grid("b+d")] == ["fixed", "adaptive"]
+    assert [c.policy for c in study.grid()] == ["fixed", "adaptive"]
+    cfg["grid"][1]["pairs"] = ["c+d"]
+    path.write_text(yaml.safe_dump(cfg))
+    with pytest.raises(ConfigError, match=r"g.yaml: field grid.1.pairs: unknown pair 'c\+d'"):
+        load_study(path)

@@ -58,19 +58,20 @@ def _row(run_id: str, base: dict, cfg: dict, r: RunResult) -> dict:
 
 
 def run_grid(study: Study, prompt_set: list[dict], runs_out: Path, rounds_out: Path) -> None:
-    grid = study.grid()
-    temps = list(dict.fromkeys(c.temperature for c in grid))
+    grids = {p["name"]: study.grid(p["name"]) for p in study.pairs}
     reps = int(study.settings.get("repetitions", 1))
-    n_runs = len(study.pairs) * len(prompt_set) * reps * sum(
-        2 + sum(c.temperature == t for c in grid) for t in temps)
+    n_runs = len(prompt_set) * reps * sum(
+        2 + sum(c.temperature == t for c in g) for g in grids.values()
+        for t in dict.fromkeys(c.temperature for c in g))
     pool, run_rows, round_frames = ModelPool(study), [], []
     bar = tqdm(total=n_runs, desc=f"runs {study.name}", unit="run")
     order, host = 0, socket.gethostname()
     for _, pair, target in pool.each_pair(study.pairs):
         for rec in prompt_set:
             ids = prompt_ids(target, rec)
+            grid = grids[pair["name"]]
             for rep in range(reps):
-                for temp in temps:
+                for temp in dict.fromkeys(c.temperature for c in grid):
                     block = f"{pair['name']}|{rec['id']}|r{rep}|T{temp:g}"
                     configs = [c for c in grid if c.temperature == temp]
                     plan = ["A", *configs, "A"]

@@ -88,7 +88,9 @@ def bench_numbers(results: Path) -> dict:
     for path in sorted(results.glob("*.json")):
         record = read_table(path)
         digest = sha256_file(path)
-        for key, entry in record["values"].items():
+        cpu = (record.get("provenance") or {}).get("cpu", {}).get("model")
+        values = {**record["values"], **({"machine": {"value": cpu, "unit": "text"}} if cpu else {})}
+        for key, entry in values.items():
             out[f"bench.{record['benchmark']}.{key}"] = {
                 "value": entry["value"], "unit": entry["unit"], "source": str(path),
                 "manifest_sha256": None, "sha256": digest}

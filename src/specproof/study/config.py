@@ -123,9 +123,13 @@ class Study:
                               else f"{self.path}: field targets: no pair has target {target!r}")
         return Study(self.name, self.path, {**self.data, "pairs": pairs})
 
-    def grid(self) -> list[RunConfig]:
+    def grid(self, pair: str | None = None) -> list[RunConfig]:
+        """The configurations of the grid, in order, without repeats; with ``pair`` (a
+        pair's name) only those of blocks that list it in ``pairs`` or list no pairs."""
         out: list[RunConfig] = []
         for block in self.data["grid"]:
+            if pair is not None and pair not in block.get("pairs", [pair]):
+                continue
             for k, pol, mode, temp in itertools.product(block["k"], block["policy"],
                                                         block["verify_mode"], block["temperature"]):
                 cfg = RunConfig(int(k), pol, mode, float(temp))
@@ -157,6 +161,12 @@ def load_study(name_or_path: str | Path, studies: Path | None = None) -> Study:
     validate(data, "study.schema.yaml", path)
     if path.stem != data["name"]:
         raise ConfigError(f"{path}: field name: {data['name']!r} differs from the file name {path.stem!r}")
+    names = {f"{p['target']}+{p['draft']}" for p in data["pairs"]}
+    for i, block in enumerate(data["grid"]):
+        for name in block.get("pairs", []):
+            if name not in names:
+                raise ConfigError(f"{path}: field grid.{i}.pairs: unknown pair {name!r} "
+                                  f"(pairs: {', '.join(sorted(names))})")
     for i, pair in enumerate(data["pairs"]):
         if pair["target"] not in data["targets"]:
             raise ConfigError(f"{path}: field pairs.{i}.target: unknown target {pair['target']!r}")
