@@ -18,6 +18,7 @@ import math
 from ..analysis.analyze import (MIN_QUALIFICATION_RUNS, StudyAnalysis, batch_invariance_summary,
                                 qualification_summary, target_only_speed)
 from ..analysis.statistics import simulated_coverage
+from ..evidence.pit import CHI2_BINS
 from ..records import json_scalar
 
 
@@ -190,6 +191,7 @@ def study_numbers(a: StudyAnalysis, manifest_sha256: str | None, prefix: str | N
     put("certificate.rank_chi2_pvalue", c["rank_order"]["chi2_pvalue"], "", "pit.parquet")
     put("certificate.rejected", c["rejected"], "bool", "pit.parquet")
     put("certificate.alpha", c["alpha"], "", "provenance.json")
+    put("certificate.chi2_bins", CHI2_BINS, "bins", "pit.parquet")
     put("certificate.ratio_recorded", c.get("ratio_recorded", False), "bool", "pit.parquet")
     ratio = c.get("ratio_order") or {}
     put("certificate.ratio_ks_pvalue", ratio.get("ks_pvalue"), "", "pit.parquet")
