@@ -25,7 +25,10 @@ def test_table_values_become_hashed_paper_numbers(tmp_path):
     assert rows[0] == ["target", "ratio"] and ["hf", "1.02"] in rows
     assert "python demo.py" in md.read_text()
     numbers = bench_numbers(tmp_path)
-    assert set(numbers) == {"bench.demo.hf.ratio", "bench.demo.ids_identical"}
+    # the table's values, and the machine its provenance names
+    assert set(numbers) == {"bench.demo.hf.ratio", "bench.demo.ids_identical", "bench.demo.machine"}
+    assert numbers["bench.demo.machine"]["value"] == json.loads((tmp_path / "demo.json").read_text()
+                                                                 )["provenance"]["cpu"]["model"]
     entry = numbers["bench.demo.hf.ratio"]
     assert entry["value"] == 1.02 and entry["unit"] == "x" and entry["source"].endswith("demo.json")
     assert len(entry["sha256"]) == 64

@@ -161,17 +161,17 @@ def load_study(name_or_path: str | Path, studies: Path | None = None) -> Study:
     validate(data, "study.schema.yaml", path)
     if path.stem != data["name"]:
         raise ConfigError(f"{path}: field name: {data['name']!r} differs from the file name {path.stem!r}")
+    for i, pair in enumerate(data["pairs"]):
+        if pair["target"] not in data["targets"]:
+            raise ConfigError(f"{path}: field pairs.{i}.target: unknown target {pair['target']!r}")
+        if pair["draft"] not in data.get("drafts", {}):
+            raise ConfigError(f"{path}: field pairs.{i}.draft: unknown draft {pair['draft']!r}")
     names = {f"{p['target']}+{p['draft']}" for p in data["pairs"]}
     for i, block in enumerate(data["grid"]):
         for name in block.get("pairs", []):
             if name not in names:
                 raise ConfigError(f"{path}: field grid.{i}.pairs: unknown pair {name!r} "
                                   f"(pairs: {', '.join(sorted(names))})")
-    for i, pair in enumerate(data["pairs"]):
-        if pair["target"] not in data["targets"]:
-            raise ConfigError(f"{path}: field pairs.{i}.target: unknown target {pair['target']!r}")
-        if pair["draft"] not in data.get("drafts", {}):
-            raise ConfigError(f"{path}: field pairs.{i}.draft: unknown draft {pair['draft']!r}")
     return Study(data["name"], path, data)
 
 
