@@ -12,7 +12,8 @@ repetition:
     theirs fixed K          llama-speculative-simple, --spec-draft-n-max = --spec-draft-n-min = K,
                             --spec-draft-p-min 0 (n-gram: --spec-type ngram-simple, lookup
                             n-gram --spec-ngram-simple-size-n 3 as our max_ngram, draft length
-                            --spec-ngram-simple-size-m K)
+                            --spec-ngram-simple-size-m K; ours matches exactly 3-grams too
+                            unless --ngram-min is lower)
     theirs default          llama-speculative-simple with the same --spec-type and no draft
                             settings: the tool's defaults, read from its --help and printed in
                             the table's notes
@@ -43,7 +44,7 @@ to the n - 1 prompt positions speculative-simple evaluates), so it is an estimat
 The tools come from `make peers` (benchmarks/peers.py: llama-cpp-python's vendored
 llama.cpp, this CPU's flags); without them this prints why and exits 0.
 
-    python benchmarks/llama_speculative.py [--k 6] [--policy-k 8] [--new-tokens 128] [--repeats 3]
+    python benchmarks/llama_speculative.py [--k 6] [--policy-k 8] [--new-tokens 128] [--repeats 3] [--ngram-min 3]
                                            [--pairs f16,f16_ub1,q8_0,gemma_ngram]
     python benchmarks/llama_speculative.py --quick   # one prompt, one repetition, no table written
 """
@@ -253,7 +254,7 @@ def compare(pair: Pair, a, quick: bool) -> dict:
     s = DecodeSettings(a.new_tokens, 0.0, 0)
 
     def drafter():
-        return ModelDrafter(draft) if draft is not None else NGramDrafter(max_ngram=NGRAM)
+        return ModelDrafter(draft) if draft is not None else NGramDrafter(max_ngram=NGRAM, min_ngram=a.ngram_min)
 
     def ids_of(text):  # what common_tokenize gives their tools: BOS where the GGUF asks for it
         return list(target.llm.tokenize(text.encode("utf-8"), add_bos=True, special=True))
@@ -372,6 +373,9 @@ def main() -> int:
     ap.add_argument("--new-tokens", type=int, default=128)
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--pairs", default=",".join(p.key for p in PAIRS))
+    ap.add_argument("--ngram-min", type=int, default=NGRAM,
+                    help=f"our n-gram drafter's min_ngram: {NGRAM} (default) matches exactly one size, as "
+                         "ngram-simple does; 1 backs off to shorter n-grams, as the study's drafter does")
     ap.add_argument("--quick", action="store_true", help="one prompt, one repetition; print, write no table")
     a = ap.parse_args()
     chosen = [p for p in PAIRS if p.key in a.pairs.split(",")]
@@ -406,7 +410,7 @@ def main() -> int:
     n_prompts = len(CODE_PROMPTS) + len(CHAT_PROMPTS)
     misses = [f"{r[0]} (fixed {r[5]}, adaptive {r[11]}, guard {r[12]})" for r in rows
               if float(r[5].split()[0]) < 1.1 or max(float(r[11].split()[0]), float(r[12].split()[0])) < 1.1]
-    values |= {"k": (a.k, "K"), "policy_k": (a.policy_k, "K"), "new_tokens": (a.new_tokens, "tokens"),
+    values |= {"k": (a.k, "K"), "policy_k": (a.policy_k, "K"), "ngram_min": (a.ngram_min, "n"), "new_tokens": (a.new_tokens, "tokens"),
                "repeats": (a.repeats, "runs"), "prompts": (n_prompts, "prompts")}
     notes = [
         f"Fixed K = {a.k} on both sides (theirs: --spec-draft-n-max = --spec-draft-n-min = {a.k}, "
@@ -415,8 +419,11 @@ def main() -> int:
         f"--spec-draft-n-max {d('--spec-draft-n-max')}, --spec-draft-n-min {d('--spec-draft-n-min')}, "
         f"--spec-draft-p-min {d('--spec-draft-p-min')} (draft-simple); --spec-ngram-simple-size-n "
         f"{d('--spec-ngram-simple-size-n')}, --spec-ngram-simple-size-m {d('--spec-ngram-simple-size-m')} "
-        "(ngram-simple, the tool's prompt-lookup type; it has no default n-gram type, and ours backs off from "
-        f"{NGRAM}-grams to 1-grams where theirs matches exactly one size).",
+        "(ngram-simple, the tool's prompt-lookup type; it has no default n-gram type). Our n-gram drafter: "
+        + (f"exact {NGRAM}-gram matches only (min_ngram {a.ngram_min}), the rule ngram-simple applies, so both "
+           "loops draft the same kind of proposal." if a.ngram_min == NGRAM else
+           f"backs off from {NGRAM}-grams to {a.ngram_min}-grams (min_ngram {a.ngram_min}) where theirs matches "
+           "exactly one size."),
         f"Greedy, {a.new_tokens} new tokens (EOS stops both sides), {n_prompts} prompts (code and chat, in each "
         f"target's chat template) x {a.repeats} repetitions; the seven runs of a pair back to back in an order "
         f"rotating every repetition; {THREADS} threads for target and draft on both sides; tok/s exclude prompt "

@@ -2,7 +2,8 @@
 and vs the rules users of other libraries get (transformers' heuristic K schedule and
 assistant confidence threshold, llama.cpp's p_min; reimplemented in
 specproof.decode.policies, at those libraries' default parameters and K = --library-k)
-on the default pair, and guard on a decelerating pair (llama.cpp F16 target with n_ubatch=1,
+on the default pair (adaptive searches K <= --adaptive-k, since the heuristic schedule has
+no upper bound), and guard on a decelerating pair (llama.cpp F16 target with n_ubatch=1,
 whose batched verification is serial, + Q4_1 draft) vs target-only.
 
 Speedups are total tokens / total decode time, target-only and every compared policy
@@ -13,7 +14,7 @@ between runs: opening cost = sum over its speculative rounds of (round time - to
 committed x the median target-only step of the same run), as a share of the decode time.
 
     python benchmarks/policies.py [--new-tokens 64] [--repeats 2] [--confirm-repeats 4] [--guard-repeats 5]
-                                  [--library-k 8]
+                                  [--adaptive-k 16] [--library-k 8]
 """
 from __future__ import annotations
 
@@ -75,6 +76,8 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=2)
     ap.add_argument("--confirm-repeats", type=int, default=4)
     ap.add_argument("--guard-repeats", type=int, default=5)
+    ap.add_argument("--adaptive-k", type=int, default=16,
+                    help="adaptive's K_max; the fixed-K grid in hindsight goes up to it too")
     ap.add_argument("--library-k", type=int, default=8,
                     help="K of the library rules (hf_heuristic's start, the others' maximum)")
     a = ap.parse_args()
@@ -82,19 +85,21 @@ def main() -> None:
     draft = load_backend({"backend": "llama", "model": "embedded:smollm2-q4_1", "threads": 2})
     rows, values = [], {}
     target = load_backend({"backend": "hf", "model": "embedded:smollm2-q4_1", "threads": 2})
+    fixed_ks = [k for k in (2, 4, 6, 8, 12, 16) if k <= a.adaptive_k]
+    ak = a.adaptive_k
     for wl, texts in (("code", CODE_PROMPTS), ("chat", [target.chat_prompt(p) for p in CHAT_PROMPTS])):
         prompts = [target.encode(t) for t in texts]
-        fixed = speeds(target, draft, prompts, s, {k: lambda k=k: make_policy("fixed", k) for k in (2, 4, 6, 8)},
+        fixed = speeds(target, draft, prompts, s, {k: lambda k=k: make_policy("fixed", k) for k in fixed_ks},
                        a.repeats)
         best_k = max(fixed, key=lambda k: fixed[k][0])
         # the best of four noisy estimates is biased upwards: compare on fresh paired runs
         # the library rules run in the same rotation, paired with adaptive
-        dual = speeds(target, draft, prompts, s, {"adaptive": lambda: make_policy("adaptive", 8),
+        dual = speeds(target, draft, prompts, s, {"adaptive": lambda: make_policy("adaptive", ak),
                                                    "fixed": lambda: make_policy("fixed", best_k),
                                                    **{name: lambda name=name: make_policy(name, a.library_k)
                                                       for name in LIBRARY_RULES}}, a.confirm_repeats)
         adaptive, best = dual["adaptive"][0], dual["fixed"][0]
-        rows.append(["hf fp32 + Q4_1", wl, "adaptive (K<=8)", adaptive,
+        rows.append(["hf fp32 + Q4_1", wl, f"adaptive (K<={ak})", adaptive,
                      f"fixed K={best_k}: {best:.2f}x (selection runs: {fixed[best_k][0]:.2f}x)",
                      adaptive / best, "", ""])
         values |= {f"adaptive.{wl}.speedup": (adaptive, "x"), f"adaptive.{wl}.best_fixed_k": (best_k, "K"),
@@ -104,7 +109,7 @@ def main() -> None:
         for name in LIBRARY_RULES:
             rule = dual[name][0]
             rows.append(["hf fp32 + Q4_1", wl, f"{name} (K={a.library_k})", rule,
-                         f"adaptive (K<=8): {adaptive:.2f}x", adaptive / rule, "", ""])
+                         f"adaptive (K<={ak}): {adaptive:.2f}x", adaptive / rule, "", ""])
             values |= {f"{name}.{wl}.speedup": (rule, "x"), f"{name}.{wl}.adaptive_ratio": (adaptive / rule, "x")}
             print(rows[-1], flush=True)
     target.close()
@@ -121,13 +126,13 @@ def main() -> None:
                    f"guard.{wl}.probes_per_run": (probes, "rounds"), f"guard.{wl}.fixed4": (fixed4, "x")}
         print(rows[-1], flush=True)
     values |= {"new_tokens": (a.new_tokens, "tokens"), "guard_repeats": (a.guard_repeats, "runs"),
-               "library_k": (a.library_k, "K")}
+               "library_k": (a.library_k, "K"), "adaptive_k": (ak, "K")}
     write_table("policies", "Policies: adaptive vs best fixed K and the library rules; guard on a decelerating pair",
                 ["pair", "workload", "policy", "speedup x", "reference", "ratio", "opening cost (same runs)",
                  "K>0 rounds per run"], rows,
                 [f"{a.new_tokens} new tokens, greedy, 2 prompts per workload, ids checked equal to target-only; "
                  "target-only and the compared policies run back to back per prompt, the order rotating every "
-                 f"repetition. Fixed K = 2, 4, 6, 8: {a.repeats} repetitions, the best chosen in hindsight; then "
+                 f"repetition. Fixed K = {', '.join(map(str, fixed_ks))}: {a.repeats} repetitions, the best chosen in hindsight; then "
                  f"adaptive vs that K on {a.confirm_repeats} fresh repetitions (the ratio column); guard: "
                  f"{a.guard_repeats} repetitions.",
                  "Library rules (specproof.decode.policies): hf_heuristic = transformers' heuristic schedule "

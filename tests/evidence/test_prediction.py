@@ -10,7 +10,7 @@ from specproof.errors import SpecproofError
 from specproof.evidence.prediction import (load_sealed, prediction_counts, require_seal,
                                            score_predictions, seal_predictions)
 from specproof.models.mock import MockBackend
-from specproof.records import read_json, write_json, write_parquet
+from specproof.records import canonical_json, read_json, sha256_text, write_json, write_parquet
 from specproof.study.config import load_study
 from specproof.study.workloads import assign_split, build_prompt_set, split_of
 
@@ -102,6 +102,18 @@ def test_predictions_are_chosen_on_discovery_and_sealed_in_their_own_file(sealed
     write_json(doc, d / "predictions.json")
     with pytest.raises(SpecproofError, match="predictions.json: changed after sealing"):
         load_sealed(d / "predictions.json", d / "prediction_seal.json")
+
+
+def test_an_earlier_inline_seal_is_checked_against_its_own_hash(tmp_path):
+    preds = {"predictions": {"llama-f16|chat-01": [1, 2, 3]}}
+    write_json({**preds, "predictions_sha256": sha256_text(canonical_json(preds["predictions"])),
+                "sealed_at": "2026-11-30T00:00:00+00:00"}, tmp_path / "prediction_seal.json")
+    doc, _ = load_sealed(tmp_path / "predictions.json", tmp_path / "prediction_seal.json")
+    assert doc["predictions"] == preds["predictions"]
+    doc["predictions"]["llama-f16|chat-01"][0] = 9
+    write_json(doc, tmp_path / "prediction_seal.json")
+    with pytest.raises(SpecproofError, match="prediction_seal.json: field predictions: changed after sealing"):
+        load_sealed(tmp_path / "predictions.json", tmp_path / "prediction_seal.json")
 
 
 def test_a_stage_on_reserved_prompts_refuses_without_the_seal(tmp_path):

@@ -24,12 +24,11 @@ from pathlib import Path
 
 import pandas as pd
 
-from ..errors import SpecproofError
 from ..evidence.advise import predict, predict_loop, realized_from_runs
 from ..evidence.calibration import (LEVEL2_COLUMNS, level1_case, level1_summary, level2_tests,
                                     power_curve, summarize_calibration)
 from ..evidence.prediction import first_reserved_start, load_sealed, prediction_counts
-from ..records import canonical_json, read_json, read_parquet, sha256_text
+from ..records import read_json, read_parquet
 
 # the files whose values the audit can only copy when a set holds no raw record for them
 SUMMARY_FILES = ("calibration.json", "level1.json", "level2.json", "prediction.json", "advise.parquet")
@@ -87,12 +86,7 @@ def recompute(d: Path, alpha: float, n_tokens: int) -> Summaries:
     else:
         level2, src["level2"] = read_json(d / "level2.json"), "level2.json"
 
-    seal_path = d / "prediction_seal.json"
-    seal = read_json(seal_path)
-    if "predictions" in seal and sha256_text(canonical_json(seal["predictions"])) != seal["predictions_sha256"]:
-        raise SpecproofError(f"{seal_path}: field predictions: changed after sealing "
-                             "(predictions_sha256 mismatch)")
-    doc, seal = load_sealed(d / "predictions.json", seal_path)
+    doc, seal = load_sealed(d / "predictions.json", d / "prediction_seal.json")
     src["prediction.discovery"] = "predictions.json" if has("predictions.json") else "prediction_seal.json"
     if has("prediction_live.parquet"):
         live = read_parquet(d / "prediction_live.parquet").to_dict(orient="records")

@@ -261,8 +261,7 @@ def advise_study(study: Study, prompt_set: list[dict], out: Path, micro_out: Pat
     ``micro_out`` (timed calls), ``rounds_out`` (probe rounds) and ``runs_out`` (the
     realized runs), the raw records the audit recomputes the summary from."""
     import pandas as pd
-    discovery, reserved = split_of(prompt_set, study.section("prediction", discovery_fraction=0.5)
-                                   ["discovery_fraction"])
+    discovery, reserved = split_of(prompt_set, study.prediction["discovery_fraction"])
     pool, rows = ModelPool(study), []
     micro, rounds, runs = [], [], []
     for _, pair, target in tqdm(pool.each_pair(study.pairs), total=len(study.pairs), desc="advise",

@@ -19,7 +19,8 @@ from ..decode.decoding import (PREDICTORS, VERIFY_MODES, DecodeSettings, decode_
 from ..decode.policies import make_policy
 from ..errors import SpecproofError
 from ..models.loader import ModelPool
-from ..records import read_json, sha256_file, utc_stamp, write_json, write_parquet
+from ..records import (canonical_json, read_json, sha256_file, sha256_text, utc_stamp, write_json,
+                       write_parquet)
 from ..study.config import Study
 from ..study.workloads import prompt_ids
 
@@ -79,6 +80,9 @@ def load_sealed(predictions: Path, seal: Path) -> tuple[dict, dict]:
     A set frozen before the seal was its own file holds both in ``prediction_seal.json``."""
     sealed = read_json(seal)
     if "predictions" in sealed:  # the earlier form: the hash inside the file it seals
+        if sha256_text(canonical_json(sealed["predictions"])) != sealed.get("predictions_sha256"):
+            raise SpecproofError(f"{seal}: field predictions: changed after sealing "
+                                 "(predictions_sha256 mismatch)")
         return sealed, sealed
     if not Path(predictions).is_file():
         raise SpecproofError(f"{predictions}: missing; the seal {seal} names it")

@@ -72,8 +72,7 @@ def prompts_for(study: Study, d: Path, stage: str) -> list[dict]:
     records = load_prompt_set(d)
     if part == "all":
         return records
-    discovery, reserved = split_of(records, study.section("prediction", discovery_fraction=0.5)
-                                   ["discovery_fraction"])
+    discovery, reserved = split_of(records, study.prediction["discovery_fraction"])
     return discovery if part == "discovery" else reserved
 
 
@@ -133,8 +132,8 @@ def stage_qualification(study: Study, d: Path, out: Path | None = None) -> None:
 def stage_predict(study: Study, d: Path) -> None:
     from .prediction import seal_predictions
     _sealed(d)
-    discovery = prompts_for(study, d, "predict")
-    reserved = [r for r in load_prompt_set(d) if r["id"] not in {x["id"] for x in discovery}]
+    # the one stage that reads the reserved prompts before the seal: it writes the seal
+    discovery, reserved = split_of(load_prompt_set(d), study.prediction["discovery_fraction"])
     seal_predictions(study, discovery, reserved, d / "predictions.json", d / "prediction_seal.json")
 
 

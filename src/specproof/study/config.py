@@ -140,6 +140,13 @@ class Study:
     def section(self, key: str, **defaults) -> dict:
         return {**defaults, **self.data.get(key, {})}
 
+    @property
+    def prediction(self) -> dict:
+        """The ``prediction`` section with its defaults: ``discovery_fraction`` (share of
+        each workload's prompts in the discovery split, 0.5) and ``reserved_disjoint_from``
+        (prompt files the reserved split must avoid, none)."""
+        return self.section("prediction", discovery_fraction=0.5, reserved_disjoint_from=[])
+
     def sha256(self) -> str:
         return sha256_file(self.path)
 

@@ -26,7 +26,7 @@ def build_prompt_set(study: Study) -> list[dict]:
             recs = P.load(path if path.is_absolute() else ROOT / path)[: n or None]
         out.extend(dict(r, workload=workload) for r in recs)
     P.check_unique_ids(out, str(study.path))
-    cfg = study.section("prediction", discovery_fraction=0.5, reserved_disjoint_from=[])
+    cfg = study.prediction
     exclude = {r["prompt"] for f in cfg["reserved_disjoint_from"] for r in P.load(_path(f))}
     return assign_split(out, cfg["discovery_fraction"], study.settings["seed"], exclude,
                         where=f"{study.path}: field prediction.reserved_disjoint_from")
