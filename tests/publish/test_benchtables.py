@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from specproof.publish.benchtables import bench_numbers, read_table, write_table
+from specproof.publish.benchtables import bench_numbers, machine_of, read_table, write_table
 from specproof.errors import SpecproofError
 from specproof.publish.numbers import compare
 
@@ -27,12 +27,20 @@ def test_table_values_become_hashed_paper_numbers(tmp_path):
     numbers = bench_numbers(tmp_path)
     # the table's values, and the machine its provenance names
     assert set(numbers) == {"bench.demo.hf.ratio", "bench.demo.ids_identical", "bench.demo.machine"}
-    assert numbers["bench.demo.machine"]["value"] == json.loads((tmp_path / "demo.json").read_text()
-                                                                 )["provenance"]["cpu"]["model"]
+    assert numbers["bench.demo.machine"]["value"] == machine_of(
+        json.loads((tmp_path / "demo.json").read_text())["provenance"]["cpu"])
     entry = numbers["bench.demo.hf.ratio"]
     assert entry["value"] == 1.02 and entry["unit"] == "x" and entry["source"].endswith("demo.json")
     assert len(entry["sha256"]) == 64
     assert bench_numbers(tmp_path / "absent") == {}
+
+
+def test_the_machine_label_tells_apart_cpus_that_share_a_model_name():
+    assert machine_of({"model": "AMD EPYC", "simd_flags": ["avx", "avx2"]}) == "AMD EPYC (AVX2)"
+    assert machine_of({"model": "AMD EPYC", "simd_flags": ["avx2", "avx512f"]}) == "AMD EPYC (AVX-512)"
+    assert machine_of({"model": "Xeon", "simd_flags": ["avx2", "avx512f", "amx_tile"]}) == "Xeon (AVX-512, AMX)"
+    assert machine_of({"model": "Apple M2", "simd_flags": []}) == "Apple M2"
+    assert machine_of({}) is None
 
 
 def test_an_edited_table_is_refused_naming_the_file_and_field(tmp_path):

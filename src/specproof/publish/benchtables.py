@@ -79,6 +79,18 @@ def read_table(path: Path) -> dict:
     return record
 
 
+def machine_of(cpu: dict) -> str | None:
+    """'<CPU model> (<widest vector ISA>[, AMX])' from a provenance's cpu record, so two
+    machines that share a model name (an AVX2 and an AVX-512 AMD EPYC) stay apart."""
+    model = cpu.get("model")
+    if not model:
+        return None
+    flags = set(cpu.get("simd_flags") or [])
+    isa = "AVX-512" if "avx512f" in flags else "AVX2" if "avx2" in flags else None
+    tags = [t for t in (isa, "AMX" if "amx_tile" in flags else None) if t]
+    return f"{model} ({', '.join(tags)})" if tags else model
+
+
 def bench_numbers(results: Path) -> dict:
     """numbers.json entries for every benchmark table in ``results`` (none if it is absent)."""
     out: dict[str, dict] = {}
@@ -88,7 +100,7 @@ def bench_numbers(results: Path) -> dict:
     for path in sorted(results.glob("*.json")):
         record = read_table(path)
         digest = sha256_file(path)
-        cpu = (record.get("provenance") or {}).get("cpu", {}).get("model")
+        cpu = machine_of((record.get("provenance") or {}).get("cpu", {}))
         values = {**record["values"], **({"machine": {"value": cpu, "unit": "text"}} if cpu else {})}
         for key, entry in values.items():
             out[f"bench.{record['benchmark']}.{key}"] = {
