@@ -1,5 +1,6 @@
 """Study configs: the shipped ones validate; bad ones give one line naming file and field."""
 import json
+from pathlib import Path
 
 import pytest
 import yaml
@@ -7,6 +8,8 @@ import yaml
 from specproof.errors import ConfigError
 from specproof.study.prompts import load
 from specproof.study.config import STUDIES, load_study
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.mark.parametrize("name", ["cpu-smollm2", "apple-m-laptop", "cuda-gpu"])
@@ -127,14 +130,19 @@ def test_discovery_split_is_stratified_by_category():
     assert [r["id"] for r in split_discovery(one, 0.5)[0]] == ["p0", "p1", "p2"]  # file order, as before
 def test_paper_tier_is_sized_for_its_intervals():
     """The paper tier (issue 13): >= 20 prompts per workload, >= 3 repetitions, >= 64 new
-    tokens, a shuffled run order, and the quick tier's headline pair among its pairs."""
+    tokens, a shuffled run order, pairs the quick tier previews, sampled adaptive and guard
+    runs, and reserved prompts kept apart from every frozen quick-tier set's."""
     from specproof.study.config import load_study
     paper, quick = load_study("paper-smollm2"), load_study("cpu-smollm2")
     assert all(w["n"] >= 20 for w in paper.data["workloads"].values())
     assert {w["source"] for w in paper.data["workloads"].values()} >= {"humaneval", "builtin"}
     s = paper.settings
     assert s["repetitions"] >= 3 and s["max_new_tokens"] >= 64 and s["shuffle_runs"] is True
-    assert quick.pairs[0]["name"] == paper.pairs[0]["name"]
+    assert {p["name"] for p in paper.pairs} <= {p["name"] for p in quick.pairs}
+    assert {c.policy for c in paper.grid() if c.temperature > 0} >= {"fixed", "adaptive", "guard"}
+    frozen = {f"manifests/cpu-smollm2/{m.name}/prompts.jsonl"
+              for m in (ROOT / "manifests" / "cpu-smollm2").iterdir() if m.is_dir()}
+    assert frozen <= set(paper.prediction["reserved_disjoint_from"])
     assert any(c.temperature > 0 for c in paper.grid())
     assert not quick.settings.get("shuffle_runs", False)  # the frozen quick tier runs unshuffled
 def test_policy_enum_is_the_decoding_loops_list(tmp_path):
