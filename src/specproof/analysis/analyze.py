@@ -19,6 +19,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from .advisegap import advise_gap
 from .agreement import agreement_counts, agreement_table
 from .certificate import certificate
 from .costs import config_costs, run_costs
@@ -53,6 +54,7 @@ class StudyAnalysis:
     sources: dict[str, str]  # summary number group -> the file it is computed from (summaries.Summaries)
     calibration_table: pd.DataFrame | None = None  # calibration.parquet: p-values per repetition
     loop_costs: pd.DataFrame | None = None  # in-loop vs isolated costs per greedy fixed-K config (loopcost)
+    advise_gap: pd.DataFrame | None = None  # advise's loop model vs the grid's reserved runs, per term (advisegap)
 
 
 def analyze(d: Path) -> StudyAnalysis:
@@ -69,19 +71,23 @@ def analyze(d: Path) -> StudyAnalysis:
     pit = read_parquet(d / "pit.parquet")
     summ = recompute(d, alpha, int((pit["path"] == "speculative").sum()))
     cal = summ.calibration
+    discovery, reserved = prompt_split(d, runs, prov)
+    probe = [d / f for f in ("advise_micro.parquet", "advise_rounds.parquet")]
+    gap = advise_gap(*(read_parquet(f) for f in probe), runs, rounds, reserved) \
+        if all(f.is_file() for f in probe) else None
     return StudyAnalysis(
         name=prov["study"]["name"], provenance=prov, runs=runs, agreement=agree,
         agreement_counts=agreement_counts(agree), costs=costs,
         config_costs=config_costs(costs, rounds, micro),
         speedups=speedup_stats(costs, seed),
-        best_reserved=best_k_reserved(costs, *prompt_split(d, runs, prov), seed),
+        best_reserved=best_k_reserved(costs, discovery, reserved, seed),
         acceptance=acceptance_stats(costs, rounds, seed),
         certificate=certificate(pit, cal, seed, alpha),
         calibration=cal, level1=summ.level1, level2=summ.level2,
         batch_invariance=read_parquet(d / "batch_invariance.parquet"), qualification=qual,
         prediction=summ.prediction, micro=micro, advise=summ.advise, sources=summ.sources,
         calibration_table=read_parquet(d / "calibration.parquet"),
-        loop_costs=loop_costs(runs, rounds, micro))
+        loop_costs=loop_costs(runs, rounds, micro), advise_gap=gap)
 
 
 def prompt_split(d: Path, runs: pd.DataFrame, prov: dict) -> tuple[list[str], list[str]]:

@@ -5,7 +5,7 @@ acceptance: acceptance by draft position with CIs (greedy, largest fixed K per p
 verify_cost: target verify cost vs B (one line per target / n_ubatch) and draft step cost.
 cost_decomposition: stacked D_real, R_target, X per committed token, per configuration.
 agreement: Q matched/total per target and path (grid and qualification).
-pit: histogram of the certificate's PIT values (id and rank order).
+pit: histogram of the certificate's PIT values (id, rank and, where recorded, q/p-ratio order).
 """
 from __future__ import annotations
 
@@ -44,7 +44,7 @@ def speedup_vs_k(a: StudyAnalysis, out: Path) -> None:
     ax.set_xticks(sorted({r["k"] for r in rows}))  # K is an integer: no ticks between the Ks run
     ax.set_xlabel("speculation length K")
     ax.set_ylabel("speedup over target-only (x)")
-    ax.legend(fontsize=6, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)
     _save(fig, out, "speedup_vs_k")
 
 
@@ -60,8 +60,8 @@ def acceptance(a: StudyAnalysis, out: Path) -> None:
         ax.errorbar(pos, al, yerr=np.clip(err, 0, None), marker="o", capsize=3, label=f"{pair} ({cfg})")
     ax.set_ylim(0, 1.05)
     ax.set_xlabel("draft position i")
-    ax.set_ylabel("acceptance alpha_i")
-    ax.legend(fontsize=6, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)
+    ax.set_ylabel(r"acceptance $\alpha_i$")
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)
     _save(fig, out, "acceptance")
 
 
@@ -73,9 +73,10 @@ def verify_cost(a: StudyAnalysis, out: Path) -> None:
         ax.plot(g["B"], g["median_ms"], marker=".", label=name if pd.isna(ub) else f"{name} (n_ubatch={int(ub)})")
     for r in m[m["role"] == "draft"].itertuples():
         ax.axhline(r.median_ms, ls=":", color="gray", label=f"draft step {r.name}: {r.median_ms:.1f} ms")
+    ax.set_xticks(sorted(m["B"].unique()))  # B is an integer: no ticks between the Bs measured
     ax.set_xlabel("positions verified in one call, B")
     ax.set_ylabel("median ms per call")
-    ax.legend(fontsize=6, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)
     _save(fig, out, "verify_cost")
 
 
@@ -129,9 +130,11 @@ def agreement(a: StudyAnalysis, out: Path) -> None:
     _save(fig, out, "agreement")
 
 
-def pit_histogram(pit_u: np.ndarray, pit_rank: np.ndarray, out: Path) -> None:
-    fig, axes = plt.subplots(1, 2, figsize=(6, 2.6), sharey=True)
-    for ax, u, title in ((axes[0], pit_u, "id order"), (axes[1], pit_rank, "rank order")):
+def pit_histogram(orders: dict[str, np.ndarray], out: Path) -> None:
+    """One panel per order (title -> PIT values); uniform on [0, 1] under exactness."""
+    fig, axes = plt.subplots(1, len(orders), figsize=(2.4 * len(orders) + 1.2, 2.6), sharey=True, squeeze=False)
+    axes = axes[0]
+    for ax, (title, u) in zip(axes, orders.items()):
         ax.hist(u, bins=20, range=(0, 1), density=True, color="tab:blue", alpha=0.8)
         ax.axhline(1.0, color="k", lw=0.8, ls="--")
         ax.set_title(f"PIT, {title} (n={len(u)})", fontsize=8)
@@ -149,4 +152,7 @@ def make_all(a: StudyAnalysis, records: Path, out: Path) -> None:
     agreement(a, out)
     pit = read_parquet(Path(records) / "pit.parquet")
     spec = pit[pit["path"] == "speculative"]
-    pit_histogram(spec["u"].to_numpy(), spec["u_rank"].to_numpy(), out)
+    orders = {"id order": spec["u"], "rank order": spec["u_rank"]}
+    if "u_ratio" in spec:
+        orders["q/p-ratio order"] = spec["u_ratio"]
+    pit_histogram({t: u.to_numpy() for t, u in orders.items()}, out)

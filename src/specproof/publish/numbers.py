@@ -161,6 +161,7 @@ def study_numbers(a: StudyAnalysis, manifest_sha256: str | None, prefix: str | N
             put(f"{base}.{term}", getattr(r, term), "x" if term.startswith(("S_", "real")) else "",
                 "rounds.parquet")
     loop_numbers(a, put)
+    advise_gap_numbers(a, put)
     for r in a.agreement_counts.itertuples():
         base = f"agreement.{r.source}.{r.target}.{r.path}.{r.verify_mode}"
         put(f"{base}.Q_matched", r.Q_matched, "runs", "runs.parquet")
@@ -277,6 +278,24 @@ LOOP_CONFIG_TERMS = ("draft_ratio", "verify_ratio", "residual_ms", "realized_ove
 LOOP_PAIR_TERMS = ("target_ratio", "draft_ratio", "verify_ratio", "residual_ms", "realized_over_model_min",
                    "realized_over_model_max", "gap_target", "gap_draft", "gap_verify", "gap_residual",
                    "gap_committed", "explains", "draft_round_overhead_ms", "draft_token_ms")
+
+
+ADVISE_GAP_TERMS = ("predicted", "realized", "prompts", "probe_prompts", "target_factor", "acceptance_factor",
+                    "round_factor", "explains")
+
+
+def advise_gap_numbers(a: StudyAnalysis, put) -> None:
+    """'advise_gap.<pair>.<config>.*': advise's loop-model prediction at each greedy fixed K
+    of the grid, the grid's realized speedup on the reserved prompts, and the miss split
+    into target-step, acceptance and round-cost factors (``analysis.advisegap``)."""
+    g = a.advise_gap
+    if g is None or g.empty:
+        return
+    for r in g.to_dict(orient="records"):
+        for term in ADVISE_GAP_TERMS:
+            unit = "prompts" if term.endswith("prompts") else "text" if term == "explains" else "x"
+            put(f"advise_gap.{r['pair']}.{r['config']}.{term}", r[term], unit,
+                "advise_rounds.parquet, rounds.parquet")
 
 
 def loop_numbers(a: StudyAnalysis, put) -> None:
