@@ -74,3 +74,14 @@ def test_hash_check_names_the_changed_file(tmp_path):
     target.write_bytes(bytes(data))
     with pytest.raises(SpecproofError, match="rounds.parquet: sha256 .* does not match"):
         verify_hashes(man, "s@m")
+
+
+def test_the_machines_section_compares_the_study_frozen_on_several_machines():
+    from specproof.publish.manifests import compared_sets
+    quick = ["cpu@xeon", "cpu@epyc"]
+    # a head study on one machine: the first listed study that has several
+    assert compared_sets(["paper@epyc512", *quick]) == quick
+    # a head study on several machines is compared itself, whatever follows
+    assert compared_sets(["paper@a", "paper@b", *quick]) == ["paper@a", "paper@b"]
+    # unfrozen (bare) sets and single-machine studies compare nothing
+    assert compared_sets(["paper", "cpu@xeon"]) == []

@@ -8,7 +8,7 @@ from specproof.errors import ConfigError
 from specproof.evidence.stages import job_parts
 from specproof.study.config import load_study, load_yaml
 from specproof.publish.figures import NAMES as FIGURE_NAMES
-from specproof.publish.manifests import DERIVED, OPTIONAL, RAW, is_frozen, set_dir, split_set
+from specproof.publish.manifests import DERIVED, OPTIONAL, RAW, compared_sets, is_frozen, set_dir, split_set
 
 # the schemas ship inside the package (importlib.resources), so an installed specproof finds them
 validate(config, "../../src/specproof/study/schemas/config.schema.yaml")
@@ -54,10 +54,9 @@ def all_study_records(wildcards=None):
 
 
 def head_machines():
-    """The frozen record sets of the head set's study that config.yaml lists (the paper's
-    machines section compares them)."""
-    study = split_set(head_study())[0]
-    return [s for s in config["studies"] if split_set(s)[0] == study and split_set(s)[1]]
+    """The record sets the paper's machines section compares (``compared_sets``): the head
+    study's machines, or those of the first listed study frozen on several machines."""
+    return compared_sets(config["studies"])
 
 
 def benchmark_tables(wildcards=None):

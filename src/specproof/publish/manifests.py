@@ -40,6 +40,22 @@ def split_set(set_id: str) -> tuple[str, str | None]:
     return study, machine or None
 
 
+def compared_sets(studies: list[str]) -> list[str]:
+    """The record sets the paper's machines section compares: the head study's (the first
+    listed) when it is listed on two or more machines, else those of the first listed study
+    that is; [] when none is."""
+    by_study: dict[str, list[str]] = {}
+    for set_id in studies:
+        study, machine = split_set(set_id)
+        if machine:
+            by_study.setdefault(study, []).append(set_id)
+    head = split_set(studies[0])[0] if studies else None
+    multi = [sets for sets in by_study.values() if len(sets) > 1]
+    if head in by_study and len(by_study[head]) > 1:
+        return by_study[head]
+    return multi[0] if multi else []
+
+
 def set_dir(manifests: Path, set_id: str) -> Path:
     study, machine = split_set(set_id)
     return Path(manifests) / study / machine if machine else Path(manifests) / study
