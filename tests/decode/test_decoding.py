@@ -124,6 +124,13 @@ def _round(k, accepted, draft_ms, verify_ms, positions):
     return RoundObservation(k, accepted, int(draft_ms * 1e6), int(verify_ms * 1e6), positions, 0)
 
 
+def _opening_steps(g, ms=23.0, steps=3):
+    """The guard's opening target-only steps, all ``ms`` long."""
+    for _ in range(steps):
+        assert g.next_k() == 0
+        g.observe(_round(0, 0, 0, ms, 1))
+
+
 def _stays_target_only(g, rounds=300):
     for _ in range(rounds):
         assert g.next_k() == 0
@@ -138,8 +145,7 @@ def test_guard_turns_speculation_off_when_even_full_acceptance_cannot_pay():
     g.observe_prefill(30, int(30 * 23e6))
     assert g.next_k() == 1
     g.observe(_round(1, 1, 13, 46, 2))      # every draft accepted, v(2) = 2 v(1)
-    assert g.next_k() == 0
-    g.observe(_round(0, 0, 0, 23, 1))       # target step: v(1) = t_target = 23 ms
+    _opening_steps(g)                       # target steps: v(1) = t_target = 23 ms
     assert g.model.speedup_ceiling() < 1
     _stays_target_only(g)
 
@@ -150,7 +156,7 @@ def test_guard_confirms_with_a_second_probe_when_the_prefill_cannot_tell():
     g = make_policy("guard", 8)
     g.observe_prefill(3, int(3 * 23e6))
     g.observe(_round(1, 1, 13, 46, 2))
-    g.observe(_round(0, 0, 0, 23, 1))
+    _opening_steps(g)
     assert g.next_k() == 1                  # the confirming probe
     g.observe(_round(1, 1, 13, 46, 2))
     _stays_target_only(g)
@@ -163,7 +169,7 @@ def test_guard_keeps_speculating_from_k_max_when_verification_is_nearly_flat_in_
     g = make_policy("guard", 8)
     g.observe_prefill(prefill_positions, int(prefill_positions * 4e6))
     g.observe(_round(1, 1, 5, 150, 2))      # spike
-    g.observe(_round(0, 0, 0, 45, 1))
+    _opening_steps(g, 45)
     assert g.next_k() == 1                  # not switched off: probe again
     g.observe(_round(1, 1, 5, 47, 2))       # cheap draft, v(2) ~ v(1)
     assert g.model.speedup_ceiling() > 1
@@ -175,5 +181,20 @@ def test_guard_keeps_speculating_from_k_max_when_verification_is_nearly_flat_in_
 def test_guard_speculates_after_one_probe_when_the_ceiling_allows():
     g = make_policy("guard", 8)
     g.observe(_round(1, 1, 5, 47, 2))
-    g.observe(_round(0, 0, 0, 45, 1))
+    _opening_steps(g, 45)
     assert g.next_k() == 8
+
+
+def test_a_slow_first_target_step_does_not_switch_speculation_on_for_a_serial_target():
+    """Seen on llama.cpp F16 with n_ubatch=1: the first target step after the draft's
+    first call took 1.6x the others. Read alone as t_target it puts the full-acceptance
+    ceiling above 1 and the guard into a K = 8 round of serial verification; the median
+    of the opening's target steps does not."""
+    g = make_policy("guard", 8)
+    g.observe_prefill(30, int(30 * 12e6))   # serial prefill: 12 ms per position
+    g.observe(_round(1, 1, 12, 24, 2))      # K = 1 probe, v(2) = 2 v(1)
+    for ms in (19, 12, 12):                 # one slow step, then the usual ones
+        assert g.next_k() == 0
+        g.observe(_round(0, 0, 0, ms, 1))
+    assert g.model.speedup_ceiling() < 1
+    _stays_target_only(g)

@@ -94,6 +94,7 @@ class CostModel:
         self.draft_ns_per_token: float | None = None
         self.residual_ns: float = 0.0
         self.target_step_ns: float | None = None
+        self._target_steps: deque = deque(maxlen=window)  # the last target-only steps (ns)
         self._median_costs: np.ndarray | None = None  # T(K) from medians, until the next round
 
     def _avg(self, old: float | None, new: float) -> float:
@@ -108,6 +109,7 @@ class CostModel:
             self._verify_median[b] = statistics.median(window)
         if obs.k == 0:
             self.target_step_ns = self._avg(self.target_step_ns, obs.verify_ns + obs.residual_ns)
+            self._target_steps.append(obs.verify_ns + obs.residual_ns)
             return
         self.residual_ns = self._avg(self.residual_ns or None, obs.residual_ns)
         self.draft_ns_per_token = self._avg(self.draft_ns_per_token, obs.draft_ns / obs.k)
@@ -170,11 +172,14 @@ class CostModel:
         accepted. Below 1, no acceptance rate can make speculation pay on this pair
         (the verify cost grows too fast with B, or drafting costs too much). T(K) uses
         the fastest recent round per B: a timing spike only slows a round, so this errs
-        towards speculating rather than switching a good pair off on one slow call."""
+        towards speculating rather than switching a good pair off on one slow call.
+        t_target is the median of the recent target-only steps: a spike there would
+        inflate the numerator, erring towards speculating on a pair that cannot pay."""
         costs = self.round_costs(fastest=True)
-        if costs is None or self.target_step_ns is None:
+        if costs is None or not self._target_steps:
             return None
-        return float(((np.arange(1, self.k_max + 1) + 1) * self.target_step_ns / costs).max())
+        t = statistics.median(self._target_steps)
+        return float(((np.arange(1, self.k_max + 1) + 1) * t / costs).max())
 
 
 class AdaptivePolicy(Policy):
@@ -215,7 +220,9 @@ class GuardPolicy(Policy):
     """Never much slower than target-only.
 
     The run opens with one K = 1 probe (the cheapest speculation: one draft step,
-    v(2)) and one target-only step (t_target). If the ceiling
+    v(2)) and ``target_steps`` target-only steps (t_target, their median: one step
+    after the draft's first call can be slow, and a slow t_target reads as a pair
+    that pays). If the ceiling
     max_K (K+1) t_target / T(K) (every draft accepted) is at least 1, the adaptive
     policy runs (from its K_start) while its predicted speedup S = rate(K*) t_target
     is >= 1; when S < 1 it takes target-only steps and probes again after
@@ -234,9 +241,9 @@ class GuardPolicy(Policy):
 
     def __init__(self, k_max: int = 8, k_start: int = 8, max_probes: int = 2,
                  probe_interval: int = 16, max_interval: int = 256,
-                 serial_ratio: float = 0.5, min_prefill: int = 8):
+                 serial_ratio: float = 0.5, min_prefill: int = 8, target_steps: int = 3):
         self.inner = AdaptivePolicy(k_max=k_max, k_start=k_start)
-        self.opening = [1, 0]  # K of the rounds before the verdict
+        self.opening = [1] + [0] * target_steps  # K of the rounds before the verdict
         self.probes_left = max_probes - 1
         self.serial_ratio, self.min_prefill = serial_ratio, min_prefill
         self.prefill_ns_per_position: float | None = None

@@ -100,18 +100,19 @@ def machines_verify_cost(micro: dict, out: Path) -> None:
 
 def cost_decomposition(a: StudyAnalysis, out: Path) -> None:
     cc = a.config_costs
-    fig, ax = plt.subplots(figsize=(7, 0.28 * len(cc) + 1.2))
-    labels = [f"{r.pair} {r.config}" for r in cc.itertuples()]
+    fig, ax = plt.subplots(figsize=(6, 0.32 * len(cc) + 1.3))
+    labels = [f"{r.pair}\n{r.config}" for r in cc.itertuples()]
     y = np.arange(len(cc))
     left = np.zeros(len(cc))
     for term, color in (("D_real", "tab:orange"), ("R_target", "tab:blue"), ("X", "tab:gray")):
         ax.barh(y, cc[term], left=left, color=color, label=term)
         left += cc[term].to_numpy()
     ax.axvline(1.0, color="k", lw=0.8, ls="--")
-    ax.set_yticks(y, labels, fontsize=5)
+    ax.set_yticks(y, labels, fontsize=6.5)
     ax.invert_yaxis()
-    ax.set_xlabel("cost per committed token, in target-only token costs (< 1 pays off)")
-    ax.legend(fontsize=6, loc="lower right")
+    ax.set_xlabel("cost per committed token, in target-only token costs (< 1 pays off)", fontsize=8)
+    # above the axes: inside, it would cover the longest bar
+    ax.legend(fontsize=7, loc="lower center", bbox_to_anchor=(0.5, 1.0), ncol=3, frameon=False)
     _save(fig, out, "cost_decomposition")
 
 
