@@ -198,3 +198,19 @@ def test_a_slow_first_target_step_does_not_switch_speculation_on_for_a_serial_ta
         g.observe(_round(0, 0, 0, ms, 1))
     assert g.model.speedup_ceiling() < 1
     _stays_target_only(g)
+
+
+def test_adaptive_reaches_past_a_fully_accepted_k_after_one_early_rejection():
+    """A first round at K_max = 16 rejected at position 15; every later round at the K
+    the model then chose was fully accepted. Rounds that never reach position K + 1
+    cannot raise alpha_(K+1): without trying K + 1 the policy stays below it for good."""
+    a = make_policy("adaptive", 16)
+    assert a.next_k() == 16
+    a.observe(_round(16, 14, 160, 92, 17))  # draft 10 ms per token, verify 60 + 2B ms
+    seen = []
+    for _ in range(6):
+        k = a.next_k()
+        seen.append(k)
+        a.observe(_round(k, k, 10 * k, 60 + 2 * (k + 1), k + 1))
+    assert 16 in seen[:4]                   # without the step up: never above 14
+    assert sum(k < 14 for k in seen) <= 1
