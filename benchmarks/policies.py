@@ -50,10 +50,9 @@ def speeds(target, draft, prompts, s, policies: dict, repeats: int) -> dict:
             for name in order:
                 if name == "target-only" or policies[name] is None:
                     out[name] = decode_target_only(target, ids, s)
-                    if name != "target-only":
-                        runs[name].append(out[name])
                 else:
                     out[name] = decode_speculative(target, ModelDrafter(draft), ids, s, policies[name]())
+                if name != "target-only":
                     runs[name].append(out[name])
                 tok[name] += out[name].new_tokens
                 ns[name] += out[name].decode_ns
