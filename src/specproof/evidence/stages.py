@@ -40,6 +40,8 @@ def stage_models(study: Study, d: Path) -> None:
             continue
         path = M.resolve(str(spec["model"]))
         recs[f"{role}:{name}"] = {"spec": spec, **M.file_record(path)}
+        if str(spec["model"]).startswith("embedded:"):
+            recs[f"{role}:{name}"]["source"] = M.embedded_source(str(spec["model"]).split(":", 1)[1])
     write_json(recs, d / "models.json")
 
 

