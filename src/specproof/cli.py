@@ -204,7 +204,7 @@ def cmd_paper(a) -> int:
     from pathlib import Path
     from .publish.paper import compile_paper
     compile_paper(Path(a.source), Path(a.out), numbers=Path(a.numbers), figures=Path(a.figures),
-                  machine_figures=Path(a.machine_figures))
+                  machine_figures=Path(a.machine_figures), cited=Path(a.cited))
     print(f"{a.out}: written")
     return 0
 
@@ -309,6 +309,8 @@ def build_parser() -> argparse.ArgumentParser:
     pp.add_argument("--figures", required=True, help="figures/<set>")
     pp.add_argument("--machine-figures", default="figures/machines",
                     help="the figure comparing machines (used when numbers.json compares two or more)")
+    pp.add_argument("--cited", default="paper/cited.yaml",
+                    help="the seeds' figures the text cites (default %(default)s)")
     pp.add_argument("--out", default="paper/paper.pdf")
     pp.set_defaults(func=cmd_paper)
 

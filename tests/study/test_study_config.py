@@ -183,3 +183,33 @@ def test_a_grid_block_can_name_the_pairs_it_runs_on(tmp_path):
     path.write_text(yaml.safe_dump(cfg))
     with pytest.raises(ConfigError, match=r"g.yaml: field grid.1.pairs: unknown pair 'c\+d'"):
         load_study(path)
+
+
+def test_the_qwen_paper_tier_tests_a_real_size_gap_with_evidence_sized_for_it():
+    """The paper tier (issue 21): the Qwen2.5-Coder 1.5B target drafted by its 0.5B sibling
+    is the headline (the first pair); greedy fixed K over at least six values; adaptive,
+    guard and the three library rules; sampled runs; the same-weights SmolLM2 pair and
+    Gemma + n-gram as contrasts; the draft model timed as a target; four task kinds; at
+    least 30 distinct reserved prompts, none from a frozen quick-tier set."""
+    from specproof.decode.policies import POLICIES
+    from specproof.study.config import load_study
+    from specproof.study.workloads import build_prompt_set
+    study = load_study("paper-qwen")
+    head = study.pairs[0]
+    assert study.target_spec(head["target"])["model"] == "embedded:qwen2.5-coder-1.5b-q4_k_m"
+    assert study.draft_spec(head["draft"])["model"] == "embedded:qwen2.5-coder-0.5b-q4_k_m"
+    grid = study.grid(head["name"])
+    assert len({c.k for c in grid if c.policy == "fixed" and c.temperature == 0}) >= 6
+    assert {c.policy for c in grid if c.temperature == 0} == set(POLICIES)
+    assert any(c.temperature > 0 for c in grid)
+    names = {p["name"] for p in study.pairs}
+    assert {"llama-f16+smollm2-q4_1", "gemma-q4_k_m+ngram"} <= names
+    draft_model = study.draft_spec(head["draft"])["model"]
+    assert any(study.target_spec(p["target"])["model"] == draft_model for p in study.pairs)
+    assert len(study.data["workloads"]) >= 4
+    prompts = build_prompt_set(study)
+    reserved = {r["prompt"] for r in prompts if r["split"] == "reserved"}
+    assert len(reserved) >= 30
+    assert int(study.section("qualification").get("repetitions", 1)) == 1
+    for f in study.prediction["reserved_disjoint_from"]:
+        assert not reserved & {json.loads(line)["prompt"] for line in (ROOT / f).read_text().splitlines()}

@@ -60,7 +60,7 @@ rule study_numbers:
 
 rule study_report:
     input:
-        source="paper/paper.typ",
+        source="workflow/report/report.typ",
         cited="paper/cited.yaml",
         numbers=f"{RESULTS}/{{study}}/report/numbers.json",
         figures=expand(f"{FIGURES}/{{{{study}}}}/{{name}}.png", name=FIGURE_NAMES),
@@ -77,7 +77,7 @@ rule study_report:
         figures=lambda w: f"{FIGURES}/{w.study}",
     shell:
         "specproof paper --source {input.source} --numbers {input.numbers} --figures {params.figures} "
-        "--out {output} > {log} 2>&1"
+        "--cited {input.cited} --out {output} > {log} 2>&1"
 
 
 rule study:

@@ -19,4 +19,4 @@ rule paper:
         machines=f"{FIGURES}/machines",
     shell:
         "specproof paper --source {input.source} --numbers {input.numbers} --figures {params.figures} "
-        "--machine-figures {params.machines} --out {output} > {log} 2>&1"
+        "--machine-figures {params.machines} --cited {input.cited} --out {output} > {log} 2>&1"

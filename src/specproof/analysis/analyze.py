@@ -22,7 +22,7 @@ import pandas as pd
 from .advisegap import advise_gap
 from .agreement import agreement_counts, agreement_table
 from .certificate import certificate
-from .costs import config_costs, run_costs
+from .costs import config_costs, end_to_end_costs, run_costs
 from .loopcost import loop_costs
 from ..records import check_seal, read_json, read_parquet, write_json, write_parquet
 from .statistics import acceptance_stats, best_k_reserved, speedup_stats
@@ -55,6 +55,8 @@ class StudyAnalysis:
     calibration_table: pd.DataFrame | None = None  # calibration.parquet: p-values per repetition
     loop_costs: pd.DataFrame | None = None  # in-loop vs isolated costs per greedy fixed-K config (loopcost)
     advise_gap: pd.DataFrame | None = None  # advise's loop model vs the grid's reserved runs, per term (advisegap)
+    end_to_end: list[dict] | None = None  # speedups with prefill inside the clock (costs.end_to_end_costs)
+    prefill_ratio: dict | None = None  # (pair, config) -> geometric mean of spec / target-only prefill
 
 
 def analyze(d: Path) -> StudyAnalysis:
@@ -87,7 +89,18 @@ def analyze(d: Path) -> StudyAnalysis:
         batch_invariance=read_parquet(d / "batch_invariance.parquet"), qualification=qual,
         prediction=summ.prediction, micro=micro, advise=summ.advise, sources=summ.sources,
         calibration_table=read_parquet(d / "calibration.parquet"),
-        loop_costs=loop_costs(runs, rounds, micro), advise_gap=gap)
+        loop_costs=loop_costs(runs, rounds, micro), advise_gap=gap,
+        **clock_boundary(runs, seed))
+
+
+def clock_boundary(runs: pd.DataFrame, seed: int) -> dict:
+    """The speedups over all prompts with prefill inside the clock, and per configuration
+    the geometric mean over runs of the speculative / target-only prefill ratio."""
+    e2e = end_to_end_costs(runs)
+    ratio = {(p, c): float(np.exp(np.log(g["prefill_ratio"]).mean()))
+             for (p, c), g in e2e.groupby(["pair", "config"], sort=False)}
+    stats = [r for r in speedup_stats(e2e, seed) if r["workload"] == "all"]
+    return {"end_to_end": stats, "prefill_ratio": ratio}
 
 
 def prompt_split(d: Path, runs: pd.DataFrame, prov: dict) -> tuple[list[str], list[str]]:

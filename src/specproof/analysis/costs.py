@@ -76,6 +76,28 @@ def run_costs(runs: pd.DataFrame, rounds: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
+def end_to_end_costs(runs: pd.DataFrame) -> pd.DataFrame:
+    """Per speculative run, the speedup with prefill inside the clock (time to the last
+    token, for a user who waits for the whole answer):
+
+        S_e2e = e(spec) / mean e(A),  e = new_tokens / (prefill_ns + decode_ns)  (tokens/ns)
+
+    with A the block's target-only runs, and ``prefill_ratio`` = prefill_ns(spec) / mean
+    prefill_ns(A) (the speculative prefill includes the draft's). ``S_measured`` holds
+    S_e2e so that ``statistics.speedup_stats`` summarizes it as it does the decode-only
+    speedup."""
+    check_one_host(runs)
+    r = runs.assign(e2e=runs["new_tokens"] / (runs["prefill_ns"] + runs["decode_ns"]))
+    base = (r[r["path"] == "target"].groupby(BLOCK)
+            .agg(base_e2e=("e2e", "mean"), base_prefill_ns=("prefill_ns", "mean")).reset_index())
+    spec = r[r["path"] == "speculative"].merge(base, on=BLOCK, how="left")
+    out = spec[["run_id", "pair", "target", "draft", "workload", "prompt_id", "rep", "config", "k",
+                "policy", "verify_mode", "temperature"]].copy()
+    out["S_measured"] = spec["e2e"] / spec["base_e2e"]
+    out["prefill_ratio"] = spec["prefill_ns"] / spec["base_prefill_ns"]
+    return out
+
+
 def model_speedup(alpha: np.ndarray, k: int, draft_ms: float, verify_ms: dict[int, float],
                   target_ms: float) -> float:
     """S_model = t_T * E[C|K] / (K c_draft + v(K+1)); NaN if v(K+1) was not measured."""

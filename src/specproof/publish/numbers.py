@@ -22,14 +22,30 @@ from ..evidence.pit import CHI2_BINS
 from ..records import json_scalar
 
 
-def verdict(ci_low: float, ci_high: float) -> str:
+INDICATIVE_BELOW_PCT = 90  # a set whose intervals cover less than this makes no claims
+
+
+def verdict(ci_low: float, ci_high: float, indicative: bool = False) -> str:
     """A claim by interval: 'faster' only when the whole CI is above 1, 'slower' only when
-    it is below 1, else 'unresolved'."""
+    it is below 1, else 'unresolved'. In a set whose intervals cover below
+    ``INDICATIVE_BELOW_PCT`` (``indicative``), 'faster' and 'slower' become
+    'indicative (faster)' and 'indicative (slower)': shown, never counted as claims."""
+    v = "unresolved"
     if ci_low is not None and ci_low > 1:
-        return "faster"
-    if ci_high is not None and ci_high < 1:
-        return "slower"
-    return "unresolved"
+        v = "faster"
+    elif ci_high is not None and ci_high < 1:
+        v = "slower"
+    return f"indicative ({v})" if indicative and v != "unresolved" else v
+
+
+def indicative_set(a: StudyAnalysis) -> bool:
+    """Whether the set's intervals, simulated at its size over all prompts, cover below
+    ``INDICATIVE_BELOW_PCT`` percent."""
+    sizes = coverage_sizes(a)
+    if "all" not in sizes:
+        return False
+    n, reps = sizes["all"]
+    return 100 * simulated_coverage(n, reps, COVERAGE_SIMULATIONS) < INDICATIVE_BELOW_PCT
 
 
 def best_fixed(a: StudyAnalysis) -> dict[str, dict]:
@@ -66,6 +82,13 @@ def study_numbers(a: StudyAnalysis, manifest_sha256: str | None, prefix: str | N
         out[f"{s}.{key}"] = {"value": json_scalar(value), "unit": unit, "source": source,
                              "manifest_sha256": manifest_sha256}
 
+    indicative = indicative_set(a)
+
+    def judge(lo, hi) -> str:
+        return verdict(lo, hi, indicative)
+    put("stats.verdicts_indicative", indicative, "bool", "runs.parquet")
+    put("stats.indicative_below_pct", INDICATIVE_BELOW_PCT, "%", "src/specproof/publish/numbers.py")
+
     cpu = a.provenance["cpu"]
     put("machine.cpu", cpu.get("model", "?"), "text", "provenance.json")
     put("machine.cores", cpu.get("affinity_cores", cpu.get("logical_cores")), "count", "provenance.json")
@@ -81,6 +104,9 @@ def study_numbers(a: StudyAnalysis, manifest_sha256: str | None, prefix: str | N
         "text", "provenance.json")
     pairs = a.provenance["study"]["config"]["pairs"]
     put("headline.pair", f"{pairs[0]['target']}+{pairs[0]['draft']}", "text", "provenance.json")
+    headline_models(a.provenance["study"]["config"], put)
+    for workload, n in a.runs.groupby("workload")["prompt_id"].nunique().items():
+        put(f"workloads.{workload}.prompts", int(n), "prompts", "runs.parquet")
     put("runs.count", len(a.runs), "runs", "runs.parquet")
     # hosts that timed the runs (each block on one host, checked by analysis); 0: not recorded
     put("runs.hosts", int(a.runs["host"].nunique()) if "host" in a.runs else 0, "hosts", "runs.parquet")
@@ -94,7 +120,10 @@ def study_numbers(a: StudyAnalysis, manifest_sha256: str | None, prefix: str | N
         put(f"{base}.gmean", r["gmean_speedup"], "x", "runs.parquet")
         put(f"{base}.ci_low", r["ci_low"], "x", "runs.parquet")
         put(f"{base}.ci_high", r["ci_high"], "x", "runs.parquet")
-        put(f"{base}.verdict", verdict(r["ci_low"], r["ci_high"]), "text", "runs.parquet")
+        put(f"{base}.verdict", judge(r["ci_low"], r["ci_high"]), "text", "runs.parquet")
+    for r in a.speedups:  # the greedy fixed-K grid, one row per K (the paper lists it)
+        if r["workload"] == "all" and r["policy"] == "fixed" and r["temperature"] == 0:
+            put(f"greedy.{r['pair']}.{r['config']}.k", r["k"], "K", "runs.parquet")
     for r in a.speedups:
         if r["workload"] == "all" and r["policy"] != "fixed" and r["temperature"] == 0:
             base = f"policy.{r['pair']}.{r['policy']}"
@@ -104,10 +133,11 @@ def study_numbers(a: StudyAnalysis, manifest_sha256: str | None, prefix: str | N
             put(f"{base}.ci_high", r["ci_high"], "x", "runs.parquet")
     greedy_fixed = [r for r in a.speedups if r["workload"] == "all" and r["policy"] == "fixed"
                     and r["temperature"] == 0]
-    verdicts = [verdict(r["ci_low"], r["ci_high"]) for r in greedy_fixed]
+    verdicts = [judge(r["ci_low"], r["ci_high"]) for r in greedy_fixed]
     put("summary.greedy_fixed.count", len(greedy_fixed), "configurations", "runs.parquet")
-    for v in ("faster", "slower", "unresolved"):
-        put(f"summary.greedy_fixed.{v}", verdicts.count(v), "configurations", "runs.parquet")
+    for v in ("faster", "slower", "unresolved", "indicative (faster)", "indicative (slower)"):
+        key = v.replace("indicative (", "indicative_").rstrip(")")
+        put(f"summary.greedy_fixed.{key}", verdicts.count(v), "configurations", "runs.parquet")
     cfg = a.provenance["study"]["config"]
     put("models.targets", ", ".join(sorted({str(t.get("model")) for t in cfg["targets"].values()})), "text",
         "provenance.json")
@@ -116,13 +146,13 @@ def study_numbers(a: StudyAnalysis, manifest_sha256: str | None, prefix: str | N
         put(f"best.{pair}.speedup", b["speedup"], "x", "runs.parquet")
         put(f"best.{pair}.ci_low", b["ci_low"], "x", "runs.parquet")
         put(f"best.{pair}.ci_high", b["ci_high"], "x", "runs.parquet")
-        put(f"best.{pair}.verdict", verdict(b["ci_low"], b["ci_high"]), "text", "runs.parquet")
+        put(f"best.{pair}.verdict", judge(b["ci_low"], b["ci_high"]), "text", "runs.parquet")
     for pair, b in a.best_reserved.items():
         put(f"best_reserved.{pair}.k", b["k"], "K", "runs.parquet")
         put(f"best_reserved.{pair}.gmean", b["gmean_speedup"], "x", "runs.parquet")
         put(f"best_reserved.{pair}.ci_low", b["ci_low"], "x", "runs.parquet")
         put(f"best_reserved.{pair}.ci_high", b["ci_high"], "x", "runs.parquet")
-        put(f"best_reserved.{pair}.verdict", verdict(b["ci_low"], b["ci_high"]), "text", "runs.parquet")
+        put(f"best_reserved.{pair}.verdict", judge(b["ci_low"], b["ci_high"]), "text", "runs.parquet")
         put(f"best_reserved.{pair}.discovery_gmean", b["discovery_gmean"], "x", "runs.parquet")
         put(f"best_reserved.{pair}.discovery_prompts", b["discovery_prompts"], "prompts", "prompts.jsonl")
         put(f"best_reserved.{pair}.prompts", b["prompts"], "prompts", "prompts.jsonl")
@@ -162,6 +192,7 @@ def study_numbers(a: StudyAnalysis, manifest_sha256: str | None, prefix: str | N
                 "rounds.parquet")
     loop_numbers(a, put)
     advise_gap_numbers(a, put)
+    clock_numbers(a, put)
     for r in a.agreement_counts.itertuples():
         base = f"agreement.{r.source}.{r.target}.{r.path}.{r.verify_mode}"
         put(f"{base}.Q_matched", r.Q_matched, "runs", "runs.parquet")
@@ -296,6 +327,35 @@ def advise_gap_numbers(a: StudyAnalysis, put) -> None:
             unit = "prompts" if term.endswith("prompts") else "text" if term == "explains" else "x"
             put(f"advise_gap.{r['pair']}.{r['config']}.{term}", r[term], unit,
                 "advise_rounds.parquet, rounds.parquet")
+
+
+def headline_models(cfg: dict, put) -> None:
+    """The headline pair's model files (as the config names them) and, where the study also
+    times the draft's model as a target, that target's name (its speed is the draft's own)."""
+    head = cfg["pairs"][0]
+    target, draft = cfg["targets"][head["target"]], cfg.get("drafts", {}).get(head["draft"], {})
+    put("headline.target", head["target"], "text", "provenance.json")
+    put("headline.draft", head["draft"], "text", "provenance.json")
+    put("headline.target_model", str(target.get("model")), "text", "provenance.json")
+    put("headline.draft_model", str(draft.get("model", draft.get("kind"))), "text", "provenance.json")
+    same = [name for name, t in cfg["targets"].items() if draft.get("model") and t.get("model") == draft["model"]
+            and t.get("backend") == draft.get("backend")]
+    if same:
+        put("headline.draft_as_target", same[0], "text", "provenance.json")
+
+
+def clock_numbers(a: StudyAnalysis, put) -> None:
+    """The clock boundary: per greedy fixed-K configuration, the speculative / target-only
+    prefill ratio and the speedup with prefill inside the clock, with its interval."""
+    for r in a.end_to_end or []:
+        if r["policy"] != "fixed" or r["temperature"] != 0:
+            continue
+        base = f"end_to_end.{r['pair']}.{r['config']}"
+        put(f"{base}.prefill_ratio", a.prefill_ratio[(r["pair"], r["config"])], "x", "runs.parquet")
+        put(f"{base}.gmean", r["gmean_speedup"], "x", "runs.parquet")
+        put(f"{base}.ci_low", r["ci_low"], "x", "runs.parquet")
+        put(f"{base}.ci_high", r["ci_high"], "x", "runs.parquet")
+        put(f"{base}.verdict", verdict(r["ci_low"], r["ci_high"], indicative_set(a)), "text", "runs.parquet")
 
 
 def loop_numbers(a: StudyAnalysis, put) -> None:

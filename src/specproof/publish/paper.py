@@ -49,18 +49,19 @@ def build_numbers(config: dict, manifests: Path, results: Path, out: Path,
 
 
 def compile_paper(source: Path, pdf: Path, numbers: Path, figures: Path,
-                  machine_figures: Path | None = None) -> None:
-    """Compile with typst (offline); the paper reads numbers and figures through
-    sys.inputs so a test build can point them elsewhere."""
+                  machine_figures: Path | None = None, cited: Path | None = None) -> None:
+    """Compile with typst (offline); the paper reads numbers, figures and the cited
+    figures of other work through sys.inputs so a test build can point them elsewhere."""
     import typst
     numbers, figures = Path(numbers).resolve(), Path(figures).resolve()
+    cited = Path(cited or Path(source).resolve().parent / "cited.yaml").resolve()
     machine_figures = Path(machine_figures or figures).resolve()
     if not numbers.is_file():
         raise SpecproofError(f"{numbers}: numbers.json does not exist")
     try:
         typst.compile(str(source), output=str(pdf), root="/",
                       sys_inputs={"numbers": str(numbers), "figures": str(figures),
-                                  "machine_figures": str(machine_figures)})
+                                  "machine_figures": str(machine_figures), "cited": str(cited)})
     except Exception as exc:  # typst raises its own error type with the diagnostics
         first = str(exc).strip().splitlines()
         msg = " ".join(line.strip() for line in first[:3]) if first else type(exc).__name__
