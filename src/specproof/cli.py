@@ -5,7 +5,6 @@ Errors a user can fix (bad path, bad config, bad K) print one line and exit 2.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 
 from .errors import SpecproofError
@@ -81,8 +80,8 @@ def cmd_decode(a) -> int:
                      a.repeats, {"k": a.k, "policy": a.policy}, log)
     base_tps = out["target_tokens_per_s"]
     if a.json:
-        from .records import finite_json
-        print(json.dumps(finite_json(out), allow_nan=False))
+        from .records import strict_json
+        print(strict_json(out))
         return 0
     print(out["text"])
     print("-" * 60)
@@ -125,8 +124,8 @@ def cmd_advise(a) -> int:
         res["realized_speedup"] = realized_speedup(target, drafter, prompts, res["k"], a.temperature,
                                                    seed=a.seed)
     if a.json:
-        from .records import finite_json
-        print(json.dumps(finite_json(res), allow_nan=False))
+        from .records import strict_json
+        print(strict_json(res))
         return 0
     print(f"target {target.label}: {res['target_ms_per_token']:.1f} ms/token in the loop; draft "
           f"{res['draft_round_overhead_ms']:.1f} ms per round + {res['draft_step_ms']:.1f} ms per token "

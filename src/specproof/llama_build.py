@@ -185,7 +185,7 @@ def main(argv: list[str] | None = None) -> int:
     wanted = wanted_record(cpu, os.environ.get("LLAMA_CMAKE_ARGS", ""))
     path = record_path()
     if args.action == "show":
-        print(json.dumps(wanted, indent=1))
+        print(json.dumps(wanted, indent=1, allow_nan=False))
         return 0
     if args.action == "install":
         why = needs_build(read_record(path), wanted, _installed_version())
@@ -196,7 +196,7 @@ def main(argv: list[str] | None = None) -> int:
               f"{wanted['cmake_args']}", flush=True)
         path.unlink(missing_ok=True)
         build(wanted)
-        path.write_text(json.dumps(wanted, indent=1) + "\n")
+        path.write_text(json.dumps(wanted, indent=1, allow_nan=False) + "\n")
         return 0
     recorded = read_record(path) or wanted
     problem = smoke_check(_embedded_draft(), recorded["cmake_args"])
