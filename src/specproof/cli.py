@@ -149,24 +149,15 @@ def cmd_advise(a) -> int:
     return 0
 
 
-def _dirs(a) -> None:
-    """--model-dir sets where derived models live."""
-    import os
-    from pathlib import Path
-    if getattr(a, "model_dir", None):
-        os.environ["SPECPROOF_MODEL_DIR"] = str(Path(a.model_dir).resolve())
-
-
 def cmd_stage(a) -> int:
     from pathlib import Path
     from .analysis.analyze import stage_analyze
     from .evidence.stages import run_stage
-    _dirs(a)
     if a.name == "analyze":  # reads only the raw records, no study config
         stage_analyze(Path(a.results))
         return 0
     run_stage(a.name, Path(a.results), config=a.config and Path(a.config), seed=a.seed, part=a.part,
-              gather_jobs=a.gather)
+              gather_jobs=a.gather, model_dir=a.model_dir and Path(a.model_dir).resolve())
     return 0
 
 

