@@ -19,7 +19,7 @@ export PATH := $(abspath $(BIN)):$(PATH)
 # Every `make install` re-checks the llama.cpp build against this CPU (a venv carried from
 # another machine is rebuilt) and smoke-tests it in a subprocess, so a crash is one line.
 install: $(VENV)/.installed
-	LLAMA_CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" $(BIN)/python -m specproof.llama_build install
+	$(BIN)/python -m specproof.llama_build install --cmake-args="$(LLAMA_CMAKE_ARGS)"
 	$(BIN)/python -m specproof.llama_build smoke
 
 $(VENV)/.installed: pyproject.toml Makefile
@@ -28,7 +28,7 @@ $(VENV)/.installed: pyproject.toml Makefile
 	# Pin torch first: an unpinned torch pulls a multi-GB CUDA build.
 	$(BIN)/python -m pip install -q "torch==$(TORCH_VERSION)"
 	# llama-cpp-python before the package, so pip never builds it with its own (native) flags.
-	LLAMA_CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" PYTHONPATH=src $(BIN)/python -m specproof.llama_build install
+	PYTHONPATH=src $(BIN)/python -m specproof.llama_build install --cmake-args="$(LLAMA_CMAKE_ARGS)"
 	$(BIN)/python -m pip install -q -e ".[pipeline,dev]"
 	touch $@
 

@@ -107,7 +107,7 @@ def main() -> int:
     print(f"building {', '.join(TOOLS)} from {sdist.name} with {wanted['cmake_args']}", flush=True)
     record = {"version": LLAMA_VERSION, "chosen_by": wanted["chosen_by"], "cpu": wanted["cpu"],
               **build(sdist, wanted["cmake_args"], a.jobs)}
-    (PEERS / "build.json").write_text(json.dumps(record, indent=1) + "\n")
+    (PEERS / "build.json").write_text(json.dumps(record, indent=1, allow_nan=False) + "\n")
     print(f"peers: {', '.join(str(tool_path(n).relative_to(ROOT)) for n in TOOLS)} built")
     return 0
 

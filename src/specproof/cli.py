@@ -5,7 +5,6 @@ Errors a user can fix (bad path, bad config, bad K) print one line and exit 2.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 
 from .errors import SpecproofError
@@ -81,8 +80,8 @@ def cmd_decode(a) -> int:
                      a.repeats, {"k": a.k, "policy": a.policy}, log)
     base_tps = out["target_tokens_per_s"]
     if a.json:
-        from .records import finite_json
-        print(json.dumps(finite_json(out), allow_nan=False))
+        from .records import strict_json
+        print(strict_json(out))
         return 0
     print(out["text"])
     print("-" * 60)
@@ -125,8 +124,8 @@ def cmd_advise(a) -> int:
         res["realized_speedup"] = realized_speedup(target, drafter, prompts, res["k"], a.temperature,
                                                    seed=a.seed)
     if a.json:
-        from .records import finite_json
-        print(json.dumps(finite_json(res), allow_nan=False))
+        from .records import strict_json
+        print(strict_json(res))
         return 0
     print(f"target {target.label}: {res['target_ms_per_token']:.1f} ms/token in the loop; draft "
           f"{res['draft_round_overhead_ms']:.1f} ms per round + {res['draft_step_ms']:.1f} ms per token "
@@ -150,24 +149,15 @@ def cmd_advise(a) -> int:
     return 0
 
 
-def _dirs(a) -> None:
-    """--model-dir sets where derived models live."""
-    import os
-    from pathlib import Path
-    if getattr(a, "model_dir", None):
-        os.environ["SPECPROOF_MODEL_DIR"] = str(Path(a.model_dir).resolve())
-
-
 def cmd_stage(a) -> int:
     from pathlib import Path
     from .analysis.analyze import stage_analyze
     from .evidence.stages import run_stage
-    _dirs(a)
     if a.name == "analyze":  # reads only the raw records, no study config
         stage_analyze(Path(a.results))
         return 0
     run_stage(a.name, Path(a.results), config=a.config and Path(a.config), seed=a.seed, part=a.part,
-              gather_jobs=a.gather)
+              gather_jobs=a.gather, model_dir=a.model_dir and Path(a.model_dir).resolve())
     return 0
 
 

@@ -134,6 +134,7 @@ def _installed_version() -> str | None:
 
 def build(wanted: dict) -> None:
     """pip-build llama-cpp-python with the wanted flags (no wheel cache), then its deps."""
+    # pip's build of llama-cpp-python takes its CMake flags from the environment only
     env = dict(os.environ, CMAKE_ARGS=wanted["cmake_args"], FORCE_CMAKE="1")
     pkg = f"llama-cpp-python=={wanted['version']}"
     pip = [sys.executable, "-m", "pip", "install", "-q", "--no-cache-dir"]
@@ -180,12 +181,14 @@ def _embedded_draft() -> Path:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m specproof.llama_build", description=__doc__.split("\n")[0])
     ap.add_argument("action", choices=["install", "smoke", "show"])
+    ap.add_argument("--cmake-args", default="",
+                    help="CMake flags instead of the CPU's (the Makefile's LLAMA_CMAKE_ARGS; default: none)")
     args = ap.parse_args(argv)
     cpu = read_cpu()
-    wanted = wanted_record(cpu, os.environ.get("LLAMA_CMAKE_ARGS", ""))
+    wanted = wanted_record(cpu, args.cmake_args)
     path = record_path()
     if args.action == "show":
-        print(json.dumps(wanted, indent=1))
+        print(json.dumps(wanted, indent=1, allow_nan=False))
         return 0
     if args.action == "install":
         why = needs_build(read_record(path), wanted, _installed_version())
@@ -196,7 +199,7 @@ def main(argv: list[str] | None = None) -> int:
               f"{wanted['cmake_args']}", flush=True)
         path.unlink(missing_ok=True)
         build(wanted)
-        path.write_text(json.dumps(wanted, indent=1) + "\n")
+        path.write_text(json.dumps(wanted, indent=1, allow_nan=False) + "\n")
         return 0
     recorded = read_record(path) or wanted
     problem = smoke_check(_embedded_draft(), recorded["cmake_args"])

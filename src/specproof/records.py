@@ -10,6 +10,7 @@ import tempfile
 from contextlib import contextmanager
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 
@@ -52,6 +53,8 @@ def utc_stamp() -> str:
 
 
 def canonical_json(obj) -> str:
+    """The compact, key-sorted JSON that ids are hashed as (never written as a record; kept
+    byte-for-byte as it was, so hashes recorded in frozen sets still match)."""
     return json.dumps(obj, sort_keys=True, separators=(",", ":"), default=_default)
 
 
@@ -66,17 +69,26 @@ def json_scalar(v):
 
 
 def finite_json(obj):
-    """``obj`` with numpy scalars unwrapped and every non-finite float replaced by null, so
-    that ``json.dumps(..., allow_nan=False)`` prints valid JSON (NaN is not JSON)."""
+    """``obj`` with numpy scalars and arrays unwrapped and every non-finite float (NaN,
+    +-Infinity, also inside dicts, lists and arrays) replaced by None, so that
+    ``json.dumps(..., allow_nan=False)`` prints strict JSON (NaN is not JSON)."""
     if isinstance(obj, dict):
         return {k: finite_json(v) for k, v in obj.items()}
     if isinstance(obj, (list, tuple)):
         return [finite_json(v) for v in obj]
+    if isinstance(obj, np.ndarray):
+        return finite_json(obj.tolist())
     return json_scalar(obj)
 
 
+def strict_json(obj, **kwargs) -> str:
+    """``obj`` as strict JSON: non-finite floats written as null (``finite_json``), and
+    ``allow_nan=False`` so that one slipping past that fails loudly instead of writing a
+    bare NaN that strict parsers (and Typst) refuse."""
+    return json.dumps(finite_json(obj), allow_nan=False, default=_default, **kwargs)
+
+
 def _default(o):
-    import numpy as np
     if isinstance(o, (np.integer,)):
         return int(o)
     if isinstance(o, (np.floating,)):
@@ -87,7 +99,9 @@ def _default(o):
 
 
 def write_json(obj, path: Path) -> None:
-    text = json.dumps(obj, indent=1, sort_keys=True, default=_default) + "\n"
+    """``obj`` written as strict JSON (non-finite floats as null, see ``strict_json``):
+    every JSON record of the project is written here."""
+    text = strict_json(obj, indent=1, sort_keys=True) + "\n"
     with atomic_path(path) as tmp:
         tmp.write_text(text)
 

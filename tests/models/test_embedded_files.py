@@ -32,7 +32,7 @@ def _fake(tmp_path, monkeypatch, payload=PAYLOAD, sha=None, size=None):
         return path
 
     monkeypatch.setattr(M, "_package_dir", package_dir)
-    monkeypatch.setattr(M, "model_dir", lambda: tmp_path / "models")
+    monkeypatch.setattr(M, "model_dir", lambda path=None: tmp_path / "models")
     (tmp_path / "models").mkdir(exist_ok=True)
     monkeypatch.setitem(M.CHUNKED, "tiny", model)
     return model, whole

@@ -19,7 +19,7 @@ from specproof.errors import SpecproofError
 from specproof.evidence.stages import SEEDED, STAGES
 from specproof.publish.manifests import OPTIONAL, audit, freeze, manifest_sha256, set_dir
 from specproof.publish.numbers import study_numbers
-from specproof.records import read_json, read_parquet, sha256_file, write_json, write_parquet
+from specproof.records import read_json, read_parquet, sha256_file, strict_json, write_json, write_parquet
 from specproof.study.config import load_study
 
 SET = "mockstudy@m"
@@ -120,7 +120,8 @@ def test_the_raw_records_give_back_the_stages_summaries(made):
     pit = read_parquet(d / "pit.parquet")
     s = recompute(d, 0.05, int((pit["path"] == "speculative").sum()))
     cal = read_json(d / "calibration.json")
-    same = lambda a, b: json.dumps(a, sort_keys=True) == json.dumps(b, sort_keys=True)  # noqa: E731 (NaN == NaN)
+    # the stages write non-finite floats as null (strict JSON): compare as written
+    same = lambda a, b: strict_json(a, sort_keys=True) == strict_json(b, sort_keys=True)  # noqa: E731
     assert same(s.calibration["orders"], cal["orders"])
     assert same(s.calibration["power_curve"], cal["power_curve"])
     assert s.level1 == read_json(d / "level1.json")
@@ -133,6 +134,18 @@ def test_the_raw_records_give_back_the_stages_summaries(made):
     cols = ["pair", "k", "predicted_speedup", "realized_speedup", "enable", "draft_to_target_ratio", "model",
             "predicted_low", "predicted_high", "micro_predicted_speedup"]
     pd.testing.assert_frame_equal(s.advise[cols], read_parquet(d / "advise.parquet")[cols])
+
+
+def test_every_json_the_stages_analysis_and_numbers_write_is_strict(made):
+    """No bare NaN or Infinity in any record (stats.json, certificate.json, calibration.json,
+    provenance, predictions, numbers.json, ...): a strict parser reads them all."""
+    def refuse(name):
+        raise AssertionError(f"bare {name}")
+    written = sorted(made.rglob("*.json"))
+    assert {"stats.json", "certificate.json", "calibration.json", "provenance.json",
+            "predictions.json", "numbers.json"} <= {p.name for p in written}
+    for path in written:
+        json.loads(path.read_text(), parse_constant=refuse)
 
 
 def _calibration(d):

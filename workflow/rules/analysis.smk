@@ -52,7 +52,7 @@ rule machines_figure:
     params:
         sets=head_machines(),
         records=[records(s) for s in head_machines()],
-        out=f"{FIGURES}/machines",
+        out=lambda w, output: str(Path(output[0]).parent),
     shell:
         "specproof machines-figure --sets {params.sets} --records {params.records} --out {params.out} > {log} 2>&1"
 

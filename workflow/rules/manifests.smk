@@ -49,12 +49,14 @@ rule study_numbers:
     resources:
         mem_mb=2000,
     params:
-        results=RESULTS,
+        # <results>/<study>/report/numbers.json: the results directory from the output
+        results=lambda w, output: str(Path(output[0]).parents[2]),
+        benchmarks=lambda w, output: str(Path(output[0]).parent / "no-benchmarks"),
         manifests=MANIFESTS,
     shell:
         "specproof numbers --studies {wildcards.study} --head {wildcards.study} "
         "--title 'specproof report: {wildcards.study}' --manifests {params.manifests} "
-        "--results {params.results} --benchmarks {params.results}/{wildcards.study}/report/no-benchmarks "
+        "--results {params.results} --benchmarks {params.benchmarks} "
         "--out {output} > {log} 2>&1"
 
 

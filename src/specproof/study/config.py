@@ -77,6 +77,9 @@ class Study:
     name: str
     path: Path
     data: dict
+    # where derived model files go on this machine (the stage's --model-dir); not part of
+    # the study's config, so never in its sha256 or its records. None: the default.
+    model_dir: Path | None = None
 
     @property
     def settings(self) -> dict:
@@ -121,7 +124,7 @@ class Study:
         if not pairs:
             raise ConfigError(f"{self.path}: field pairs: no pair {pair!r}" if pair is not None
                               else f"{self.path}: field targets: no pair has target {target!r}")
-        return Study(self.name, self.path, {**self.data, "pairs": pairs})
+        return Study(self.name, self.path, {**self.data, "pairs": pairs}, self.model_dir)
 
     def grid(self, pair: str | None = None) -> list[RunConfig]:
         """The configurations of the grid, in order, without repeats; with ``pair`` (a
