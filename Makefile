@@ -47,8 +47,9 @@ test-fast: install
 study: $(if $(filter paper-qwen,$(STUDY)),qwen,install)
 	$(BIN)/snakemake --cores $(CORES) --resources timed=1 --rerun-incomplete study --config study=$(STUDY)
 
+# The target comes first: --resources takes several values and would swallow it.
 paper: qwen
-	$(BIN)/snakemake --cores $(CORES) --resources timed=1 all
+	$(BIN)/snakemake all --cores $(CORES) --resources timed=1
 
 audit: install
 	$(BIN)/snakemake --cores $(CORES) audit
