@@ -20,7 +20,7 @@ import numpy as np
 import pandas as pd
 
 from .advisegap import advise_gap
-from .agreement import agreement_counts, agreement_table
+from .agreement import agreement_counts, agreement_table, recomputed_q
 from .certificate import certificate
 from .costs import config_costs, run_costs
 from .loopcost import loop_costs
@@ -64,6 +64,7 @@ def analyze(d: Path) -> StudyAnalysis:
     seed = int(prov["study"]["config"]["settings"]["seed"])
     runs, rounds = read_parquet(d / "runs.parquet"), read_parquet(d / "rounds.parquet")
     micro, qual = read_parquet(d / "micro.parquet"), read_parquet(d / "qualification.parquet")
+    qual = qual.assign(ids_equal=recomputed_q(qual, reference))  # Q from the ids, not the stored flag
     margins = read_parquet(d / "margins.parquet") if (d / "margins.parquet").exists() else None
     agree = agreement_table(runs, qual, reference, margins)
     costs = run_costs(runs, rounds)
