@@ -107,13 +107,18 @@ def prompt_split(d: Path, runs: pd.DataFrame, prov: dict) -> tuple[list[str], li
     return [r["id"] for r in discovery], [r["id"] for r in reserved]
 
 
+def derived_records(a: StudyAnalysis) -> dict:
+    """The derived files by name, as ``write_derived`` writes them (and the audit
+    compares a frozen set's copies with)."""
+    return {"agreement.parquet": a.agreement, "costs.parquet": a.costs,
+            "stats.json": {"speedup": a.speedups, "best_reserved": a.best_reserved, "acceptance": a.acceptance,
+                           "config_costs": a.config_costs.to_dict(orient="records")},
+            "certificate.json": a.certificate}
+
+
 def write_derived(a: StudyAnalysis, out: Path) -> None:
-    out = Path(out)
-    write_parquet(a.agreement, out / "agreement.parquet")
-    write_parquet(a.costs, out / "costs.parquet")
-    write_json({"speedup": a.speedups, "best_reserved": a.best_reserved, "acceptance": a.acceptance,
-                "config_costs": a.config_costs.to_dict(orient="records")}, out / "stats.json")
-    write_json(a.certificate, out / "certificate.json")
+    for name, record in derived_records(a).items():
+        (write_parquet if name.endswith(".parquet") else write_json)(record, Path(out) / name)
 
 
 MIN_QUALIFICATION_RUNS = 30  # issue 13: a path qualifies on at least 30 runs
