@@ -17,9 +17,11 @@ from specproof.analysis.analyze import analyze, stage_analyze
 from specproof.analysis.summaries import RAW_RECORDS, recompute
 from specproof.errors import SpecproofError
 from specproof.evidence.stages import SEEDED, STAGES
-from specproof.publish.manifests import OPTIONAL, audit, freeze, manifest_sha256, set_dir
+from specproof.publish.manifests import (FORMAT_RECORDS, MANIFEST_FORMAT, OPTIONAL, audit, freeze,
+                                         manifest_sha256, set_dir)
 from specproof.publish.numbers import study_numbers
-from specproof.records import read_json, read_parquet, sha256_file, strict_json, write_json, write_parquet
+from specproof.records import (canonical_json, read_json, read_parquet, sha256_file, sha256_text, strict_json,
+                               write_json, write_parquet)
 from specproof.study.config import load_study
 
 SET = "mockstudy@m"
@@ -150,29 +152,32 @@ def test_every_json_the_stages_analysis_and_numbers_write_is_strict(made):
 
 def _calibration(d):
     edit_json(d / "calibration.json", lambda c: c["orders"]["id"].update(null_rejection_rate=0.9))
-    return {"calibration.id.null_rejection_rate": 0.9}, "calibration.parquet"
+    return {"calibration.id.null_rejection_rate": 0.9}, "calibration.parquet", \
+        "calibration.json: field orders.id.null_rejection_rate"
 
 
 def _detectable_tv(d):
     edit_json(d / "calibration.json", lambda c: c.update(detectable_tv_80=0.001))
-    return {"certificate.detectable_tv_80": 0.001}, "calibration_power.parquet"
+    return {"certificate.detectable_tv_80": 0.001}, "calibration_power.parquet", \
+        "calibration.json: field detectable_tv_80"
 
 
 def _advise(d):
     adv = read_parquet(d / "advise.parquet")
     adv["predicted_speedup"] *= 2
     write_parquet(adv, d / "advise.parquet")
-    return {"advise.mt+md.predicted": float(adv["predicted_speedup"].iloc[0])}, "advise_rounds.parquet"
+    return {"advise.mt+md.predicted": float(adv["predicted_speedup"].iloc[0])}, "advise_rounds.parquet", \
+        "advise.parquet: row 0, field predicted_speedup"
 
 
 def _level1(d):
     edit_json(d / "level1.json", lambda c: c.update(max_exact_error=0.25))
-    return {"level1.max_exact_error": 0.25}, "level1.parquet"
+    return {"level1.max_exact_error": 0.25}, "level1.parquet", "level1.json: field max_exact_error"
 
 
 def _level2(d):
     edit_json(d / "level2.json", lambda c: c.update(ks_pvalue=0.5))
-    return {"level2.ks_pvalue": 0.5}, "level2.parquet"
+    return {"level2.ks_pvalue": 0.5}, "level2.parquet", "level2.json: field ks_pvalue"
 
 
 def _p_count(d):
@@ -180,49 +185,92 @@ def _p_count(d):
         p["P_matched"] -= 1
         p["live"][0]["match"] = False
     edit_json(d / "prediction.json", drop_one)
-    return {"prediction.P_matched": read_json(d / "prediction.json")["P_matched"]}, "prediction_live.parquet"
+    return {"prediction.P_matched": read_json(d / "prediction.json")["P_matched"]}, "qualification.parquet", \
+        "prediction.json: field live[0].match"
 
 
 @pytest.mark.parametrize("tamper", [_calibration, _detectable_tv, _advise, _level1, _level2, _p_count],
                          ids=lambda f: f.__name__.strip("_"))
 def test_a_consistent_edit_of_a_summary_and_numbers_json_fails_the_audit(copy, tamper):
-    edits, raw = tamper(set_dir(copy / "manifests", SET))
+    """The summary is compared with its recomputation before any number is: the line
+    names the summary's field and the raw file it is recomputed from."""
+    _, raw, field = tamper(set_dir(copy / "manifests", SET))
+    rehash(copy, {})
+    with pytest.raises(SpecproofError) as err:
+        run_audit(copy)
+    line = str(err.value)
+    assert "\n" not in line and field in line and raw in line
+
+
+@pytest.mark.parametrize("tamper", [_calibration, _detectable_tv, _advise, _level1, _level2, _p_count],
+                         ids=lambda f: f.__name__.strip("_"))
+def test_a_number_edited_in_numbers_json_alone_fails_the_audit(copy, tamper):
+    """numbers.json claims the tampered value while every record is intact: the line names
+    the number and the raw file it is recomputed from."""
+    scratch = copy / "scratch"  # the tampered value, made on a copy the audit does not read
+    shutil.copytree(set_dir(copy / "manifests", SET), scratch)
+    edits, raw, _ = tamper(scratch)
     rehash(copy, edits)
     key = f"{SET}.{next(iter(edits))}"
     with pytest.raises(SpecproofError) as err:
         run_audit(copy)
     line = str(err.value)
-    assert "\n" not in line and key in line and f"{raw} gives" in line and str(copy / "numbers.json") in line
+    source = "prediction_live.parquet" if raw == "qualification.parquet" else raw  # P's label
+    assert "\n" not in line and key in line and f"{source} gives" in line and str(copy / "numbers.json") in line
 
 
 def test_the_cli_prints_the_one_line_and_exits_2(copy):
-    edits, _ = _calibration(set_dir(copy / "manifests", SET))
-    rehash(copy, edits)
+    _calibration(set_dir(copy / "manifests", SET))
+    rehash(copy, {})
     res = subprocess.run([str(Path(sys.executable).parent / "specproof"), "audit", "--studies", SET,
                           "--manifests", str(copy / "manifests"), "--numbers", str(copy / "numbers.json")],
                          capture_output=True, text=True)
     assert res.returncode == 2 and res.stderr.count("\n") == 1
-    assert "calibration.id.null_rejection_rate" in res.stderr and "calibration.parquet gives" in res.stderr
+    assert "orders.id.null_rejection_rate" in res.stderr and "calibration.parquet" in res.stderr
 
 
 def test_a_set_frozen_before_the_raw_records_is_audited_against_its_summaries(copy):
-    """Such a set (the frozen sets in manifests/ are) still analyzes and audits; the audit
-    says how many numbers it could only check against a summary, per file."""
+    """Such a set (format 1, as the cpu-smollm2 sets in manifests/ are: its manifest records
+    no format and lists none of the newer raw records) still analyzes and audits; the audit
+    names it, and says how many numbers it could only check against a summary, per file."""
     d = set_dir(copy / "manifests", SET)
-    # the sealed predictions stay: an earlier set held them inside prediction_seal.json
-    dropped = [name for name in OPTIONAL if name != "predictions.json"]
-    for name in dropped:
+    # the earlier form of the seal held the sealed predictions inside prediction_seal.json
+    doc, seal = read_json(d / "predictions.json"), read_json(d / "prediction_seal.json")
+    write_json({**doc, "predictions_sha256": sha256_text(canonical_json(doc["predictions"])),
+                "sealed_at": seal["sealed_at"]}, d / "prediction_seal.json")
+    for name in OPTIONAL:
         (d / name).unlink()
     manifest = read_json(d / "manifest.json")
-    manifest["files"] = {k: v for k, v in manifest["files"].items() if k not in dropped}
+    manifest.pop("format")
+    manifest["files"] = {k: v for k, v in manifest["files"].items() if k not in OPTIONAL}
+    manifest["files"]["prediction_seal.json"]["sha256"] = sha256_file(d / "prediction_seal.json")
     write_json(manifest, d / "manifest.json")
     numbers = write_numbers(copy / "manifests", copy / "numbers.json")
-    line = next(x for x in run_audit(copy) if "checked only against a summary" in x)
+    report = run_audit(copy)
+    line = next(x for x in report if "checked only against a summary" in x)
     # 3 detectable TVs (id, rank, whole rule); level1: 3; level2: 4; P_matched, P_total and
     # matched, total per verify path (2); advise: 7 per pair (k, predicted, its interval's two
     # ends, the micro model, realized, enable) and its 2 summary counts
     assert line == (f"{SET}: 25 of them checked only against a summary, the set holding no raw record "
                     "for them: 9 from advise.parquet, 3 from calibration.json, 3 from level1.json, "
                     "4 from level2.json, 6 from prediction.json")
+    assert f"{SET}: manifest format 1 (inferred), frozen before {', '.join(OPTIONAL)} were written; the " \
+        "numbers computed from them come from the stage summaries" in report
     assert numbers[f"{SET}.calibration.id.null_rejection_rate"]["source"] == "calibration.parquet"
-    assert numbers[f"{SET}.prediction.discovery_holds"]["source"] == "predictions.json"
+    assert numbers[f"{SET}.prediction.discovery_holds"]["source"] == "prediction_seal.json"
+
+
+def test_freeze_records_the_manifest_format(made):
+    manifest = read_json(set_dir(made / "manifests", SET) / "manifest.json")
+    assert manifest["format"] == MANIFEST_FORMAT and set(manifest["files"]) == set(FORMAT_RECORDS[MANIFEST_FORMAT])
+
+
+def test_a_format_2_set_missing_a_raw_record_fails_the_audit(copy):
+    """Deleting a raw record with its manifest entry is named, not a silent fall-back."""
+    d = set_dir(copy / "manifests", SET)
+    (d / "level1.parquet").unlink()
+    edit_json(d / "manifest.json", lambda m: m["files"].pop("level1.parquet"))
+    write_numbers(copy / "manifests", copy / "numbers.json")
+    with pytest.raises(SpecproofError, match=r"level1\.parquet: missing from a set of manifest format 2 "
+                                             r"\(recorded\).*level1\.\*"):
+        run_audit(copy)

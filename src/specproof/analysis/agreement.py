@@ -48,6 +48,15 @@ def _row(source, target, draft, path, config, mode, prompt_id, workload, ids, te
             "Q": ids == want["ids"], "first_divergence": first_divergence(ids, want["ids"])}
 
 
+def recomputed_q(qualification: pd.DataFrame, reference: pd.DataFrame) -> pd.Series:
+    """Q of each qualification run, recomputed: its ids equal the sealed reference's ids
+    for its target and prompt (what the run's stored ``ids_equal`` claims; the numbers
+    use this, never the stored column)."""
+    ref = reference_lookup(reference)
+    return pd.Series([[int(x) for x in r.ids] == ref[(r.target, r.prompt_id)]["ids"]
+                      for r in qualification.itertuples()], index=qualification.index, dtype=bool)
+
+
 def agreement_counts(table: pd.DataFrame) -> pd.DataFrame:
     """matched / total of H and Q per (source, target, path, verify_mode)."""
     g = table.groupby(["source", "target", "path", "verify_mode"], sort=True)

@@ -20,7 +20,7 @@ import numpy as np
 import pandas as pd
 
 from .advisegap import advise_gap
-from .agreement import agreement_counts, agreement_table
+from .agreement import agreement_counts, agreement_table, recomputed_q
 from .certificate import certificate
 from .costs import config_costs, end_to_end_costs, run_costs
 from .loopcost import loop_costs
@@ -66,6 +66,7 @@ def analyze(d: Path) -> StudyAnalysis:
     seed = int(prov["study"]["config"]["settings"]["seed"])
     runs, rounds = read_parquet(d / "runs.parquet"), read_parquet(d / "rounds.parquet")
     micro, qual = read_parquet(d / "micro.parquet"), read_parquet(d / "qualification.parquet")
+    qual = qual.assign(ids_equal=recomputed_q(qual, reference))  # Q from the ids, not the stored flag
     margins = read_parquet(d / "margins.parquet") if (d / "margins.parquet").exists() else None
     agree = agreement_table(runs, qual, reference, margins)
     costs = run_costs(runs, rounds)
@@ -119,13 +120,18 @@ def prompt_split(d: Path, runs: pd.DataFrame, prov: dict) -> tuple[list[str], li
     return [r["id"] for r in discovery], [r["id"] for r in reserved]
 
 
+def derived_records(a: StudyAnalysis) -> dict:
+    """The derived files by name, as ``write_derived`` writes them (and the audit
+    compares a frozen set's copies with)."""
+    return {"agreement.parquet": a.agreement, "costs.parquet": a.costs,
+            "stats.json": {"speedup": a.speedups, "best_reserved": a.best_reserved, "acceptance": a.acceptance,
+                           "config_costs": a.config_costs.to_dict(orient="records")},
+            "certificate.json": a.certificate}
+
+
 def write_derived(a: StudyAnalysis, out: Path) -> None:
-    out = Path(out)
-    write_parquet(a.agreement, out / "agreement.parquet")
-    write_parquet(a.costs, out / "costs.parquet")
-    write_json({"speedup": a.speedups, "best_reserved": a.best_reserved, "acceptance": a.acceptance,
-                "config_costs": a.config_costs.to_dict(orient="records")}, out / "stats.json")
-    write_json(a.certificate, out / "certificate.json")
+    for name, record in derived_records(a).items():
+        (write_parquet if name.endswith(".parquet") else write_json)(record, Path(out) / name)
 
 
 MIN_QUALIFICATION_RUNS = 30  # issue 13: a path qualifies on at least 30 runs

@@ -6,8 +6,10 @@ takes a summary file's word for a number.
     level1.json        <- level1.parquet (each case's p, q and its draws' tally per token)
     level2.json        <- level2.parquet (the PIT values of the sampled tokens)
     prediction.json    <- predictions.json (sealed predictions, discovery checks; sealed by
-                          prediction_seal.json) and prediction_live.parquet (the live
-                          reserved runs' ids); earlier sets: prediction_seal.json holds both
+                          prediction_seal.json) and the live reserved runs' ids, read from
+                          qualification.parquet (prediction_live.parquet is their copy,
+                          which the audit matches against them); earlier sets:
+                          prediction_seal.json holds both
     advise.parquet     <- advise_micro.parquet and advise_rounds.parquet (prediction),
                           advise_runs.parquet (realized speedup)
 
@@ -27,7 +29,7 @@ import pandas as pd
 from ..evidence.advise import predict, predict_loop, realized_from_runs
 from ..evidence.calibration import (LEVEL2_COLUMNS, level1_case, level1_summary, level2_tests,
                                     power_curve, summarize_calibration)
-from ..evidence.prediction import first_reserved_start, load_sealed, prediction_counts
+from ..evidence.prediction import first_reserved_start, load_sealed, prediction_counts, reserved_live
 from ..records import read_json, read_parquet
 
 # the files whose values the audit can only copy when a set holds no raw record for them
@@ -89,12 +91,14 @@ def recompute(d: Path, alpha: float, n_tokens: int) -> Summaries:
     doc, seal = load_sealed(d / "predictions.json", d / "prediction_seal.json")
     src["prediction.discovery"] = "predictions.json" if has("predictions.json") else "prediction_seal.json"
     if has("prediction_live.parquet"):
-        live = read_parquet(d / "prediction_live.parquet").to_dict(orient="records")
+        # P from the reserved live runs' own ids in qualification.parquet, never from the
+        # copy in prediction_live.parquet (the audit checks that the copy equals them)
+        qual = read_parquet(d / "qualification.parquet")
+        live = reserved_live(qual, doc["reserved_prompts"]).to_dict(orient="records")
         prediction = prediction_counts(doc, live)
         prediction["sealed_at"] = seal["sealed_at"]
         prediction["first_reserved_run_at"] = first_reserved_start(
-            read_parquet(d / "qualification.parquet"), read_parquet(d / "runs.parquet"),
-            doc["reserved_prompts"])
+            qual, read_parquet(d / "runs.parquet"), doc["reserved_prompts"])
         src["prediction.P"] = "prediction_live.parquet"
     else:
         old = read_json(d / "prediction.json")

@@ -142,6 +142,18 @@ def first_reserved_start(qualification: pd.DataFrame, runs: pd.DataFrame, reserv
     return min(stamps) if stamps else None
 
 
+LIVE_COLUMNS = ["target", "verify_mode", "rep", "prompt_id", "ids", "started_at"]
+
+
+def reserved_live(qualification: pd.DataFrame, reserved: list[str]) -> pd.DataFrame:
+    """The reserved live runs P is scored on: the qualification runs on the reserved
+    prompts, in their order, with their ids as lists of ints (prediction_live.parquet)."""
+    live = qualification[qualification["prompt_id"].isin(reserved)]
+    live = live[LIVE_COLUMNS].copy()
+    live["ids"] = live["ids"].map(lambda v: [int(x) for x in v])
+    return live.reset_index(drop=True)
+
+
 def score_predictions(predictions: Path, seal: Path, qualification: Path, runs: Path,
                       out: Path, live_out: Path) -> None:
     """P from the sealed predictions and the qualification runs (the reserved live runs);
@@ -152,10 +164,8 @@ def score_predictions(predictions: Path, seal: Path, qualification: Path, runs: 
     if first is not None and first <= sealed["sealed_at"]:
         raise SpecproofError(f"{seal}: sealed at {sealed['sealed_at']}, after a reserved run started "
                              f"({first}); the protocol needs the seal first")
-    live = q[q["prompt_id"].isin(doc["reserved_prompts"])]
-    live = live[["target", "verify_mode", "rep", "prompt_id", "ids", "started_at"]].copy()
-    live["ids"] = live["ids"].map(lambda v: [int(x) for x in v])
-    write_parquet(live.reset_index(drop=True), live_out)
+    live = reserved_live(q, doc["reserved_prompts"])
+    write_parquet(live, live_out)
     write_json({"hypothesis": doc["hypothesis"], "predictions_sha256": sealed["predictions_sha256"],
                 "sealed_at": sealed["sealed_at"], "first_reserved_run_at": first,
                 **prediction_counts(doc, live.to_dict(orient="records"))}, out)

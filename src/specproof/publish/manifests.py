@@ -29,6 +29,10 @@ OPTIONAL = ["calibration_power.parquet", "level1.parquet", "level2.parquet", "pr
             "prediction_live.parquet",
             "advise_micro.parquet", "advise_rounds.parquet", "advise_runs.parquet"]
 DERIVED = ["agreement.parquet", "costs.parquet", "stats.json", "certificate.json"]
+# manifest formats: the records a set of each format holds (format 1: frozen before the
+# OPTIONAL raw records were written); freeze records the format, the audit requires its records
+FORMAT_RECORDS = {1: RAW + DERIVED, 2: RAW + OPTIONAL + DERIVED}
+MANIFEST_FORMAT = 2
 
 
 MACHINE_LABEL = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]*$")
@@ -97,11 +101,12 @@ def freeze(study: str, results: Path, manifests: Path, force: bool = False,
         raise SpecproofError(f"{manifest_path}: study {study!r} is already frozen for machine {machine!r}; "
                              "use --force to replace it (the previous manifest is kept), or freeze "
                              "this run beside it with another --machine label")
+    fmt = results_format(results)
     tmp = dest.with_name(f".{dest.name}.tmp-{os.getpid()}")
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
     files = {}
-    for name in RAW + [f for f in OPTIONAL if (results / f).is_file()] + DERIVED:
+    for name in FORMAT_RECORDS[fmt]:
         shutil.copy2(results / name, tmp / name)
         files[name] = {"sha256": sha256_file(tmp / name), "bytes": (tmp / name).stat().st_size}
     if manifest_path.exists():
@@ -111,7 +116,7 @@ def freeze(study: str, results: Path, manifests: Path, force: bool = False,
         stamp = str(old.get("created", "unknown")).replace(":", "").replace("+", "Z")
         (tmp / "history").mkdir(exist_ok=True)
         shutil.copy2(manifest_path, tmp / "history" / f"manifest-{stamp}.json")
-    write_json({"study": study, "machine": machine,
+    write_json({"study": study, "machine": machine, "format": fmt,
                 "created": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
                 "files": files, "provenance_sha256": files["provenance.json"]["sha256"],
                 "software": prov.get("packages"), "git": prov.get("git")}, tmp / "manifest.json")
@@ -123,6 +128,18 @@ def freeze(study: str, results: Path, manifests: Path, force: bool = False,
     else:
         tmp.rename(dest)
     return manifest_path
+
+
+def results_format(results: Path) -> int:
+    """The manifest format a finished study's results make: the current one when they hold
+    every OPTIONAL record, 1 when they hold none (results written before those records);
+    results holding some are refused, naming the first missing record."""
+    held = [f for f in OPTIONAL if (Path(results) / f).is_file()]
+    if held and len(held) < len(OPTIONAL):
+        missing = next(f for f in OPTIONAL if f not in held)
+        raise SpecproofError(f"{Path(results) / missing}: missing, while the study holds {held[0]}; "
+                             "a study holds all of its raw records or was run before them")
+    return MANIFEST_FORMAT if held else 1
 
 
 def verify_hashes(manifests: Path, set_id: str) -> dict:
@@ -147,12 +164,15 @@ def manifest_sha256(manifests: Path, set_id: str) -> str | None:
 
 def audit(studies: list[str], manifests: Path, numbers_path: Path,
           benchmarks: Path | None = None) -> list[str]:
-    """Re-hash every frozen file and recompute every number from the frozen raw records
-    (and the benchmark tables' numbers from their JSON, checked against their .md);
-    error naming the first mismatch. Returns a line per check passed, and per set how
-    many numbers came from a stage summary because the set holds no raw record for them
-    (a set frozen before that record was written)."""
-    from ..analysis.analyze import analyze
+    """Re-hash every frozen file, check each set's records (``audit_checks``: the records
+    its manifest format holds, provenance against the manifest, stored Q and copied P ids
+    against the ids, every summary and derived file against its recomputation), and
+    recompute every number from the frozen raw records (and the benchmark tables' numbers
+    from their JSON, checked against their .md); error naming the first mismatch. Returns a
+    line per check passed, the sets frozen before some raw records were written, and per
+    set how many numbers came from a stage summary because the set holds no raw record for
+    them."""
+    from .audit_checks import audit_records
     from .benchtables import bench_numbers
     from .numbers import machine_numbers, study_numbers, summary_only
     numbers = read_json(numbers_path)
@@ -163,7 +183,10 @@ def audit(studies: list[str], manifests: Path, numbers_path: Path,
             raise SpecproofError(f"{set_dir(manifests, set_id) / 'manifest.json'}: record set {set_id!r} is not frozen")
         manifest = verify_hashes(manifests, set_id)
         report.append(f"{set_id}: {len(manifest['files'])} frozen files match their sha256")
-        analyses[set_id] = analyze(set_dir(manifests, set_id))
+        analyses[set_id], lines = audit_records(set_id, manifest, set_dir(manifests, set_id))
+        report += lines
+        report.append(f"{set_id}: provenance, stored Q and P ids, and every summary and derived file "
+                      "match their recomputation from the raw records")
         shas[set_id] = manifest_sha256(manifests, set_id)
         recomputed = study_numbers(analyses[set_id], shas[set_id], prefix=set_id)
         _check(numbers, recomputed, f"{set_id}.", numbers_path)
