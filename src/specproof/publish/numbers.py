@@ -74,8 +74,9 @@ def summary_only(numbers: dict) -> dict[str, int]:
 
 
 def study_numbers(a: StudyAnalysis, manifest_sha256: str | None, prefix: str | None = None) -> dict:
+    """Every number of one record set, keyed '<set>.<group>.<...>' (``prefix`` or the
+    study's name as <set>), each section written by one function below."""
     s = prefix or a.name
-    src = a.sources  # where the stage summaries' numbers come from (analysis.summaries)
     out: dict[str, dict] = {}
 
     def put(key: str, value, unit: str, source: str) -> None:
@@ -83,16 +84,40 @@ def study_numbers(a: StudyAnalysis, manifest_sha256: str | None, prefix: str | N
                              "manifest_sha256": manifest_sha256}
 
     indicative = indicative_set(a)
+    put("stats.verdicts_indicative", indicative, "bool", "runs.parquet")
+    put("stats.indicative_below_pct", INDICATIVE_BELOW_PCT, "%", "src/specproof/publish/numbers.py")
+    put("machine.label", s.partition("@")[2] or "this machine", "text", "manifest.json")
 
     def judge(lo, hi) -> str:
         return verdict(lo, hi, indicative)
-    put("stats.verdicts_indicative", indicative, "bool", "runs.parquet")
-    put("stats.indicative_below_pct", INDICATIVE_BELOW_PCT, "%", "src/specproof/publish/numbers.py")
+    setup_numbers(a, put)
+    speed_numbers(a, put, judge)
+    policy_numbers(a, put)
+    best_numbers(a, put, judge)
+    machine_speed_numbers(a, put)
+    cost_numbers(a, put)
+    loop_numbers(a, put)
+    advise_gap_numbers(a, put)
+    clock_numbers(a, put)
+    agreement_numbers(a, put)
+    certificate_numbers(a, put)
+    calibration_numbers(a, put)
+    rule_numbers(a, put)
+    level_numbers(a, put)
+    prediction_numbers(a, put)
+    advise_numbers(a, put)
+    return out
 
+
+def setup_numbers(a: StudyAnalysis, put) -> None:
+    """'machine.*', 'software.*', 'headline.*', 'workloads.*', 'runs.*', 'models.*': what
+    ran where (provenance.json) and how much (runs.parquet)."""
     cpu = a.provenance["cpu"]
     put("machine.cpu", cpu.get("model", "?"), "text", "provenance.json")
     put("machine.cores", cpu.get("affinity_cores", cpu.get("logical_cores")), "count", "provenance.json")
     put("machine.ram_gib", cpu.get("ram_gib"), "GiB", "provenance.json")
+    put("machine.simd", " ".join(f for f in ("avx2", "avx512f", "amx_tile") if f in cpu.get("simd_flags", [])),
+        "text", "provenance.json")
     for pkg in ("torch", "transformers", "llama-cpp-python"):
         put(f"software.{pkg}", a.provenance["packages"].get(pkg), "version", "provenance.json")
     put("software.git_commit", str(a.provenance.get("git", {}).get("commit") or "unknown")[:10], "text",
@@ -100,19 +125,24 @@ def study_numbers(a: StudyAnalysis, manifest_sha256: str | None, prefix: str | N
     build = a.provenance.get("llama_cpp", {}).get("build") or {}
     put("software.llama_flags_chosen_by", build.get("chosen_by") or "fixed flags (before CPU-aware builds)",
         "text", "provenance.json")
-    put("software.llama_cmake_args", (a.provenance.get("llama_cpp", {}).get("build") or {}).get("cmake_args"),
-        "text", "provenance.json")
-    pairs = a.provenance["study"]["config"]["pairs"]
-    put("headline.pair", f"{pairs[0]['target']}+{pairs[0]['draft']}", "text", "provenance.json")
-    headline_models(a.provenance["study"]["config"], put)
+    put("software.llama_cmake_args", build.get("cmake_args"), "text", "provenance.json")
+    cfg = a.provenance["study"]["config"]
+    put("headline.pair", f"{cfg['pairs'][0]['target']}+{cfg['pairs'][0]['draft']}", "text", "provenance.json")
+    headline_models(cfg, put)
     for workload, n in a.runs.groupby("workload")["prompt_id"].nunique().items():
         put(f"workloads.{workload}.prompts", int(n), "prompts", "runs.parquet")
     put("runs.count", len(a.runs), "runs", "runs.parquet")
     # hosts that timed the runs (each block on one host, checked by analysis); 0: not recorded
     put("runs.hosts", int(a.runs["host"].nunique()) if "host" in a.runs else 0, "hosts", "runs.parquet")
     put("runs.prompts", a.runs["prompt_id"].nunique(), "prompts", "runs.parquet")
-    put("runs.max_new_tokens", a.provenance["study"]["config"]["settings"]["max_new_tokens"], "tokens",
+    put("runs.max_new_tokens", cfg["settings"]["max_new_tokens"], "tokens", "provenance.json")
+    put("models.targets", ", ".join(sorted({str(t.get("model")) for t in cfg["targets"].values()})), "text",
         "provenance.json")
+
+
+def speed_numbers(a: StudyAnalysis, put, judge) -> None:
+    """'target_only.*', 'speedup.<pair>.<config>.<workload>.*' (geometric mean over prompts,
+    its CI and verdict), the greedy fixed-K grid ('greedy.*') and its verdict counts."""
     for r in target_only_speed(a.runs).itertuples():
         put(f"target_only.{r.target}.tokens_per_s", r.tokens_per_s, "tokens/s", "runs.parquet")
     for r in a.speedups:
@@ -121,9 +151,21 @@ def study_numbers(a: StudyAnalysis, manifest_sha256: str | None, prefix: str | N
         put(f"{base}.ci_low", r["ci_low"], "x", "runs.parquet")
         put(f"{base}.ci_high", r["ci_high"], "x", "runs.parquet")
         put(f"{base}.verdict", judge(r["ci_low"], r["ci_high"]), "text", "runs.parquet")
-    for r in a.speedups:  # the greedy fixed-K grid, one row per K (the paper lists it)
-        if r["workload"] == "all" and r["policy"] == "fixed" and r["temperature"] == 0:
-            put(f"greedy.{r['pair']}.{r['config']}.k", r["k"], "K", "runs.parquet")
+    greedy_fixed = [r for r in a.speedups if r["workload"] == "all" and r["policy"] == "fixed"
+                    and r["temperature"] == 0]
+    for r in greedy_fixed:  # the grid, one row per K (the paper lists it)
+        put(f"greedy.{r['pair']}.{r['config']}.k", r["k"], "K", "runs.parquet")
+    verdicts = [judge(r["ci_low"], r["ci_high"]) for r in greedy_fixed]
+    put("summary.greedy_fixed.count", len(greedy_fixed), "configurations", "runs.parquet")
+    for v in ("faster", "slower", "unresolved", "indicative (faster)", "indicative (slower)"):
+        key = v.replace("indicative (", "indicative_").rstrip(")")
+        put(f"summary.greedy_fixed.{key}", verdicts.count(v), "configurations", "runs.parquet")
+
+
+def policy_numbers(a: StudyAnalysis, put) -> None:
+    """'policy.<pair>.<policy>.*': each greedy policy's speedup and CI, its K_max, and the
+    mean K it drafted per round (sum of drafted / sum of rounds over its runs)."""
+    drafted = a.costs.groupby(["pair", "config"])[["drafted", "rounds"]].sum()
     for r in a.speedups:
         if r["workload"] == "all" and r["policy"] != "fixed" and r["temperature"] == 0:
             base = f"policy.{r['pair']}.{r['policy']}"
@@ -131,16 +173,15 @@ def study_numbers(a: StudyAnalysis, manifest_sha256: str | None, prefix: str | N
             put(f"{base}.gmean", r["gmean_speedup"], "x", "runs.parquet")
             put(f"{base}.ci_low", r["ci_low"], "x", "runs.parquet")
             put(f"{base}.ci_high", r["ci_high"], "x", "runs.parquet")
-    greedy_fixed = [r for r in a.speedups if r["workload"] == "all" and r["policy"] == "fixed"
-                    and r["temperature"] == 0]
-    verdicts = [judge(r["ci_low"], r["ci_high"]) for r in greedy_fixed]
-    put("summary.greedy_fixed.count", len(greedy_fixed), "configurations", "runs.parquet")
-    for v in ("faster", "slower", "unresolved", "indicative (faster)", "indicative (slower)"):
-        key = v.replace("indicative (", "indicative_").rstrip(")")
-        put(f"summary.greedy_fixed.{key}", verdicts.count(v), "configurations", "runs.parquet")
-    cfg = a.provenance["study"]["config"]
-    put("models.targets", ", ".join(sorted({str(t.get("model")) for t in cfg["targets"].values()})), "text",
-        "provenance.json")
+            if (r["pair"], r["config"]) in drafted.index:
+                d = drafted.loc[(r["pair"], r["config"])]
+                put(f"{base}.mean_k", float(d["drafted"] / d["rounds"]) if d["rounds"] else None,
+                    "drafts per round", "rounds.parquet")
+
+
+def best_numbers(a: StudyAnalysis, put, judge) -> None:
+    """'best.<pair>.*' (the best greedy fixed K over all prompts) and 'best_reserved.<pair>.*'
+    (K chosen on discovery prompts, reported on the reserved ones)."""
     for pair, b in best_fixed(a).items():
         put(f"best.{pair}.k", b["k"], "K", "runs.parquet")
         put(f"best.{pair}.speedup", b["speedup"], "x", "runs.parquet")
@@ -162,8 +203,18 @@ def study_numbers(a: StudyAnalysis, manifest_sha256: str | None, prefix: str | N
         put(f"{base}.repetitions", reps, "runs", "runs.parquet")
         put(f"{base}.actual_pct", 100 * simulated_coverage(n, reps, COVERAGE_SIMULATIONS), "%", "runs.parquet")
     put("stats.coverage.simulations", COVERAGE_SIMULATIONS, "studies", "runs.parquet")
-    put("machine.label", s.partition("@")[2] or "this machine", "text", "manifest.json")
+    put("stats.ci_level_pct", round(100 * _default("two_stage_ci", "level")), "%",
+        "src/specproof/analysis/statistics.py")
+    put("calibration.power_pct", round(100 * _default("detectable_tv", "target_power")), "%",
+        "src/specproof/evidence/calibration.py")
+
+
+def machine_speed_numbers(a: StudyAnalysis, put) -> None:
+    """'headline.*' in tokens/s, 'verify.*': v(1) in ms, v(B)/v(1) at B = VERIFY_B, and v(1)
+    over the same target's median per-token time in the timed runs (micro.parquet beside
+    runs.parquet: far from 1, the micro-benchmark did not measure what the runs saw)."""
     speed = target_only_speed(a.runs).set_index("target")["tokens_per_s"]
+    pairs = a.provenance["study"]["config"]["pairs"]
     head_target, head_pair = pairs[0]["target"], f"{pairs[0]['target']}+{pairs[0]['draft']}"
     if len(speed) and head_pair in best_fixed(a) and head_target in speed:
         # the headline speedup in absolute terms, beside the fastest target-only backend
@@ -171,16 +222,18 @@ def study_numbers(a: StudyAnalysis, manifest_sha256: str | None, prefix: str | N
             "tokens/s", "runs.parquet")
         put("headline.fastest_target_only", str(speed.idxmax()), "text", "runs.parquet")
         put("headline.fastest_target_only_tokens_per_s", float(speed.max()), "tokens/s", "runs.parquet")
-    put("machine.simd", " ".join(f for f in ("avx2", "avx512f", "amx_tile") if f in cpu.get("simd_flags", [])),
-        "text", "provenance.json")
     put("verify.b", VERIFY_B, "positions", "micro.parquet")
     for r in verify_ratios(a.micro).itertuples():
         put(f"verify.{r.name}.ratio", r.ratio, "x", "micro.parquet")
         put(f"verify.{r.name}.v1_ms", r.v1_ms, "ms", "micro.parquet")
-    put("stats.ci_level_pct", round(100 * _default("two_stage_ci", "level")), "%",
-        "src/specproof/analysis/statistics.py")
-    put("calibration.power_pct", round(100 * _default("detectable_tv", "target_power")), "%",
-        "src/specproof/evidence/calibration.py")
+        if r.name in speed:
+            put(f"verify.{r.name}.v1_over_run_step", r.v1_ms * speed[r.name] / 1000, "x",
+                "micro.parquet, runs.parquet")
+
+
+def cost_numbers(a: StudyAnalysis, put) -> None:
+    """'costs.<pair>.<config>.*': the complete-cost decomposition per committed token, in
+    target-token costs, and the speedups it implies (analysis.costs)."""
     for r in a.config_costs.itertuples():
         base = f"costs.{r.pair}.{r.config}"
         for term in ("D_real", "R_target", "X"):
@@ -190,14 +243,17 @@ def study_numbers(a: StudyAnalysis, manifest_sha256: str | None, prefix: str | N
                      "mean_accepted", "max_identity_residual"):
             put(f"{base}.{term}", getattr(r, term), "x" if term.startswith(("S_", "real")) else "",
                 "rounds.parquet")
-    loop_numbers(a, put)
-    advise_gap_numbers(a, put)
-    clock_numbers(a, put)
+
+
+def agreement_numbers(a: StudyAnalysis, put) -> None:
+    """'agreement.*' (H and Q counts per path), 'qualification.<target>.<mode>.*' (Q over
+    distinct reserved prompts, the verdict), 'batch_invariance.<target>.*' (the probe)."""
     for r in a.agreement_counts.itertuples():
         base = f"agreement.{r.source}.{r.target}.{r.path}.{r.verify_mode}"
         put(f"{base}.Q_matched", r.Q_matched, "runs", "runs.parquet")
         put(f"{base}.H_matched", r.H_matched, "runs", "runs.parquet")
         put(f"{base}.total", r.total, "runs", "runs.parquet")
+    cfg = a.provenance["study"]["config"]
     min_runs = int(cfg.get("qualification", {}).get("min_runs", MIN_QUALIFICATION_RUNS))
     put("qualification.min_runs", min_runs, "runs", "provenance.json")
     for r in qualification_summary(a.qualification, a.batch_invariance, min_runs).itertuples():
@@ -213,7 +269,12 @@ def study_numbers(a: StudyAnalysis, manifest_sha256: str | None, prefix: str | N
         put(f"{base}.max_tv", r.max_tv, "TV", "batch_invariance.parquet")
         put(f"{base}.argmax_flips", r.argmax_flips, "positions", "batch_invariance.parquet")
         put(f"{base}.positions", r.positions, "positions", "batch_invariance.parquet")
-    c = a.certificate
+
+
+def certificate_numbers(a: StudyAnalysis, put) -> None:
+    """'certificate.*': the PIT certificate over all sampled tokens, per pair, per workload,
+    its target-only control and the two-sample permutation test (pit.parquet)."""
+    c, src = a.certificate, a.sources
     for key in ("n_tokens", "ks_pvalue", "chi2_pvalue"):
         put(f"certificate.{key}", c[key], "", "pit.parquet")
     for key in ("detectable_tv_80", "detectable_tv_80_id_order"):  # from the calibration's power curve
@@ -227,9 +288,8 @@ def study_numbers(a: StudyAnalysis, manifest_sha256: str | None, prefix: str | N
     ratio = c.get("ratio_order") or {}
     put("certificate.ratio_ks_pvalue", ratio.get("ks_pvalue"), "", "pit.parquet")
     put("certificate.ratio_chi2_pvalue", ratio.get("chi2_pvalue"), "", "pit.parquet")
-    put("certificate.tests", c["tests"], "tests", "pit.parquet")
-    put("certificate.level", c["level"], "", "pit.parquet")
-    put("certificate.min_pvalue", c["min_pvalue"], "", "pit.parquet")
+    for key in ("tests", "level", "min_pvalue"):
+        put(f"certificate.{key}", c[key], "tests" if key == "tests" else "", "pit.parquet")
     put("certificate.min_pvalue_test", c["min_pvalue_test"], "text", "pit.parquet")
     for pair, res in c.get("per_pair", {}).items():
         base = f"certificate.pair.{pair}"
@@ -250,7 +310,12 @@ def study_numbers(a: StudyAnalysis, manifest_sha256: str | None, prefix: str | N
     perm = c["two_sample_permutation"]
     put("certificate.permutation.prompts", perm["prompts"], "prompts", "pit.parquet")
     put("certificate.permutation.pvalue", perm["pvalue"], "", "pit.parquet")
-    cal, cs = a.calibration, src["calibration"]
+
+
+def calibration_numbers(a: StudyAnalysis, put) -> None:
+    """'calibration.<order>.*': the certificate's per-order calibration on the mock model
+    (null rejection rate and each planted violation's)."""
+    cal, cs = a.calibration, a.sources["calibration"]
     put("calibration.tokens_per_repetition", cal["tokens_per_repetition"], "tokens", cs)
     for order, res in cal["orders"].items():
         put(f"calibration.{order}.null_repetitions", res["null_repetitions"], "runs", cs)
@@ -261,7 +326,12 @@ def study_numbers(a: StudyAnalysis, manifest_sha256: str | None, prefix: str | N
                 put("calibration.temperature_violation", float(name.split("_", 1)[1]), "x T", cs)
             put(f"calibration.{order}.{name}.rejection_rate", v["rejection_rate"], "", cs)
             put(f"calibration.{order}.{name}.repetitions", v["repetitions"], "runs", cs)
-    rule_numbers(a, put)
+
+
+def level_numbers(a: StudyAnalysis, put) -> None:
+    """'level1.*' (the rejection sampler against exact distributions) and 'level2.*' (the
+    certificate on the mock model)."""
+    src = a.sources
     put("level1.max_exact_error", a.level1["max_exact_error"], "probability", src["level1"])
     put("level1.min_chi2_pvalue", a.level1["min_chi2_pvalue"], "", src["level1"])
     put("level1.draws", a.level1["cases"][0]["draws"], "draws", src["level1"])
@@ -270,13 +340,17 @@ def study_numbers(a: StudyAnalysis, manifest_sha256: str | None, prefix: str | N
     put("level2.rank_ks_pvalue", a.level2["rank_order"]["ks_pvalue"], "", src["level2"])
     if "ratio_order" in a.level2:
         put("level2.ratio_ks_pvalue", a.level2["ratio_order"]["ks_pvalue"], "", src["level2"])
-    p = a.prediction
+
+
+def prediction_numbers(a: StudyAnalysis, put) -> None:
+    """'prediction.*': P, reserved live runs equal to the prediction sealed before them,
+    per verify path with the predictor chosen on discovery, and whether the seal preceded
+    every reserved run (evidence.prediction)."""
+    p, src = a.prediction, a.sources
     put("prediction.P_matched", p["P_matched"], "runs", src["prediction.P"])
     put("prediction.P_total", p["P_total"], "runs", src["prediction.P"])
     put("prediction.discovery_holds", p["discovery_holds"], "runs", src["prediction.discovery"])
     put("prediction.discovery_total", p["discovery_total"], "runs", src["prediction.discovery"])
-    # the draft-free protocol (sets written by evidence.prediction): P per verify path, the
-    # predictor chosen on discovery, and whether the seal preceded every reserved run
     for path, c in p.get("per_path", {}).items():
         put(f"prediction.{path.replace('|', '.')}.matched", c["matched"], "runs", src["prediction.P"])
         put(f"prediction.{path.replace('|', '.')}.total", c["total"], "runs", src["prediction.P"])
@@ -286,22 +360,28 @@ def study_numbers(a: StudyAnalysis, manifest_sha256: str | None, prefix: str | N
     if p.get("first_reserved_run_at"):
         put("prediction.sealed_before_reserved_runs", int(p["sealed_at"] < p["first_reserved_run_at"]),
             "", src["prediction.P"])
-    if a.advise is not None:
-        # advice that the realized point estimate contradicts: speculate but slower, or not but faster
-        enable = a.advise["enable"].astype(bool)
-        wrong = (enable & (a.advise["realized_speedup"] < 1)) | (~enable & (a.advise["realized_speedup"] > 1))
-        put("advise.summary.pairs", len(a.advise), "pairs", src["advise.realized"])
-        put("advise.summary.wrong", int(wrong.sum()), "pairs", src["advise.realized"])
-        for r in a.advise.itertuples():
-            put(f"advise.{r.pair}.k", r.k, "K", src["advise.predicted"])
-            put(f"advise.{r.pair}.predicted", r.predicted_speedup, "x", src["advise.predicted"])
-            put(f"advise.{r.pair}.realized", r.realized_speedup, "x", src["advise.realized"])
-            put(f"advise.{r.pair}.enable", bool(r.enable), "bool", src["advise.predicted"])
-            if getattr(r, "model", None) == "loop":  # the loop model's interval, the micro model beside it
-                put(f"advise.{r.pair}.predicted_low", r.predicted_low, "x", src["advise.predicted"])
-                put(f"advise.{r.pair}.predicted_high", r.predicted_high, "x", src["advise.predicted"])
-                put(f"advise.{r.pair}.micro_predicted", r.micro_predicted_speedup, "x", src["advise.predicted"])
-    return out
+
+
+def advise_numbers(a: StudyAnalysis, put) -> None:
+    """'advise.*': per pair, advise's K, predicted speedup (with the loop model's interval
+    and the micro model beside it), the realized speedup and the advice; 'advise.summary.wrong'
+    counts advice the realized point estimate contradicts."""
+    if a.advise is None:
+        return
+    src = a.sources
+    enable = a.advise["enable"].astype(bool)
+    wrong = (enable & (a.advise["realized_speedup"] < 1)) | (~enable & (a.advise["realized_speedup"] > 1))
+    put("advise.summary.pairs", len(a.advise), "pairs", src["advise.realized"])
+    put("advise.summary.wrong", int(wrong.sum()), "pairs", src["advise.realized"])
+    for r in a.advise.itertuples():
+        put(f"advise.{r.pair}.k", r.k, "K", src["advise.predicted"])
+        put(f"advise.{r.pair}.predicted", r.predicted_speedup, "x", src["advise.predicted"])
+        put(f"advise.{r.pair}.realized", r.realized_speedup, "x", src["advise.realized"])
+        put(f"advise.{r.pair}.enable", bool(r.enable), "bool", src["advise.predicted"])
+        if getattr(r, "model", None) == "loop":  # the loop model's interval, the micro model beside it
+            put(f"advise.{r.pair}.predicted_low", r.predicted_low, "x", src["advise.predicted"])
+            put(f"advise.{r.pair}.predicted_high", r.predicted_high, "x", src["advise.predicted"])
+            put(f"advise.{r.pair}.micro_predicted", r.micro_predicted_speedup, "x", src["advise.predicted"])
 
 
 LOOP_CONFIG_TERMS = ("draft_ratio", "verify_ratio", "residual_ms", "realized_over_model", "gap_target",
