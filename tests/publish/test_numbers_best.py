@@ -16,4 +16,4 @@ def test_best_fixed_k_reports_the_geometric_mean_whose_interval_it_prints():
         _row("K6", 6, 0.99, 0.90, 1.10, workload="code"),           # a workload row: not 'all'
         _row("K8-adaptive", 8, 1.20, 1.1, 1.3, policy="adaptive"),  # not a fixed K
         _row("K4-T1", 4, 1.50, 1.4, 1.6, temperature=1.0)])          # not greedy
-    assert best_fixed(a) == {"t+d": {"k": 6, "speedup": 0.86, "ci_low": 0.82, "ci_high": 0.89}}
+    assert best_fixed(a) == {"t+d": {"k": 6, "speedup": 0.86, "ci_low": 0.82, "ci_high": 0.89, "config": "K6"}}

@@ -38,6 +38,9 @@ class _ScriptedUniforms:
         return self._values.pop(0)
 
 
+TEMPERATURE_VIOLATION = 1.05  # the planted violation: sampling at this times the temperature
+
+
 def _switch_point(pred, iters: int = 64) -> float:
     """For pred monotone on [0, 1) (False below a point, True from it on): that point, to
     within 2^-iters; 1.0 when pred never holds."""
@@ -324,7 +327,7 @@ def calibrate(n_tokens: int, reps: int, alpha: float, seed: int,
     rows = []
     scenarios = [("null", reps, Sampler, None, n_null),
                  ("skip_residual", violation_reps, SkipResidualSampler, None, n_cal),
-                 ("temperature_1.05", violation_reps, Sampler, 1.05, n_cal)]
+                 (f"temperature_{TEMPERATURE_VIOLATION}", violation_reps, Sampler, TEMPERATURE_VIOLATION, n_cal)]
     for name, n_rep, cls, dec_t, n in scenarios:
         for rep in range(n_rep):
             u = _spec_tokens(target, draft, n, 1.0, seed + 7 * rep + 1, cls, dec_t)

@@ -92,7 +92,9 @@ def machine_of(cpu: dict) -> str | None:
 
 
 def bench_numbers(results: Path) -> dict:
-    """numbers.json entries for every benchmark table in ``results`` (none if it is absent)."""
+    """numbers.json rows for every benchmark table in ``results`` (none if it is absent):
+    group 'bench', the table, the value's name as the benchmark wrote it as the metric."""
+    from .numbers import Rows
     out: dict[str, dict] = {}
     results = Path(results)
     if not results.is_dir():
@@ -102,8 +104,9 @@ def bench_numbers(results: Path) -> dict:
         digest = sha256_file(path)
         cpu = machine_of((record.get("provenance") or {}).get("cpu", {}))
         values = {**record["values"], **({"machine": {"value": cpu, "unit": "text"}} if cpu else {})}
-        for key, entry in values.items():
-            out[f"bench.{record['benchmark']}.{key}"] = {
-                "value": entry["value"], "unit": entry["unit"], "source": str(path),
-                "manifest_sha256": None, "sha256": digest}
+        rows = Rows(sha256=digest)
+        put = rows.at("bench", table=record["benchmark"])
+        for name, entry in values.items():  # the name as the benchmark wrote it, never split
+            put(name, entry["value"], entry["unit"], str(path))
+        out.update(rows.out)
     return out

@@ -1,14 +1,20 @@
-"""paper/build/numbers.json: every number the paper prints, each
-{value, unit, source, manifest_sha256}, computed from a study's raw records.
+"""paper/build/numbers.json: every number the paper prints, as rows with named fields.
 
-Keys are '<set>.<group>.<...>' with <set> a record set, '<study>@<machine>' (or a bare
-'<study>' for unfrozen results). ``source`` names the record file the number is computed
-from: a raw record wherever the set holds one, the stage's summary file (calibration.json,
+Each row is ``{set, group, <path fields>, <attributes>, metric, value, unit, source,
+manifest_sha256}``: ``set`` the record set ('<study>@<machine>', or a bare '<study>' for
+unfrozen results), ``group`` what kind of number it is (speedup, best, costs,
+qualification, certificate, ...), the path fields that identify it within its group
+(pair, config, workload, target, verify_mode, ...), attributes that describe it without
+identifying it (a configuration's k, policy, verify_mode, temperature), and ``metric``.
+The paper and the report select rows by these fields; the row's id, the key it is stored
+under, is the set, the group, the path values and the metric joined by dots: built once
+here, never split. ``source`` names the record file a number is computed from: a raw
+record wherever the set holds one, the stage's summary file (calibration.json,
 level1.json, level2.json, prediction.json, advise.parquet) only for a set frozen before
 its raw record was written (see ``analysis.summaries``), and a code path for a level the
 code fixes; ``manifest_sha256`` is the sha256 of the frozen set's manifest.json (null for
 unfrozen results). 'machines.<study>.<...>' compare the machines a study was frozen on and
-cite every manifest they read. Benchmark numbers ('bench.<table>.<...>', see benchtables)
+cite every manifest they read. Benchmark rows ('bench.<table>.<name>', see benchtables)
 carry the sha256 of their JSON instead.
 """
 from __future__ import annotations
@@ -23,6 +29,35 @@ from ..records import json_scalar
 
 
 INDICATIVE_BELOW_PCT = 90  # a set whose intervals cover less than this makes no claims
+CONFIG_FIELDS = ("k", "policy", "verify_mode", "temperature")  # a configuration's attributes
+
+
+class Rows:
+    """The rows of numbers.json under construction, each stored under its id (its set,
+    group, path values and metric joined by dots); an id written twice is an error."""
+
+    def __init__(self, set_id: str | None = None, manifest_sha256=None, **common):
+        self.set, self.sha, self.common, self.out = set_id, manifest_sha256, common, {}
+
+    def at(self, group: str, attrs: dict | None = None, **path):
+        """A writer ``put(metric, value, unit, source)`` of the rows of ``group`` at
+        ``path`` (its fields in id order), each row also carrying ``attrs``."""
+        def put(metric: str, value, unit: str, source: str) -> None:
+            parts = [self.set] if self.set else []
+            row_id = ".".join(str(p) for p in (*parts, group, *path.values(), metric))
+            if row_id in self.out:
+                raise ValueError(f"numbers: two rows with the id {row_id}")
+            row = {"set": self.set, "group": group, **path, **(attrs or {}), "metric": metric,
+                   "value": json_scalar(value), "unit": unit, "source": source,
+                   "manifest_sha256": self.sha, **self.common}
+            self.out[row_id] = {k: v for k, v in row.items() if k != "set" or v is not None}
+        return put
+
+
+def config_attrs(r) -> dict:
+    """A configuration's k, policy, verify mode and temperature from a row that has them."""
+    get = r.get if isinstance(r, dict) else lambda k: getattr(r, k, None)
+    return {f: json_scalar(get(f)) for f in CONFIG_FIELDS if get(f) is not None}
 
 
 def verdict(ci_low: float, ci_high: float, indicative: bool = False) -> str:
@@ -58,7 +93,7 @@ def best_fixed(a: StudyAnalysis) -> dict[str, dict]:
     for pair in dict.fromkeys(r["pair"] for r in rows):
         best = max((r for r in rows if r["pair"] == pair), key=lambda r: r["gmean_speedup"])
         out[pair] = {"k": int(best["k"]), "speedup": float(best["gmean_speedup"]),
-                     "ci_low": best["ci_low"], "ci_high": best["ci_high"]}
+                     "ci_low": best["ci_low"], "ci_high": best["ci_high"], "config": best["config"]}
     return out
 
 
@@ -74,314 +109,360 @@ def summary_only(numbers: dict) -> dict[str, int]:
 
 
 def study_numbers(a: StudyAnalysis, manifest_sha256: str | None, prefix: str | None = None) -> dict:
-    """Every number of one record set, keyed '<set>.<group>.<...>' (``prefix`` or the
-    study's name as <set>), each section written by one function below."""
+    """Every row of one record set (``prefix`` or the study's name as its set), each
+    section written by one function below."""
     s = prefix or a.name
-    out: dict[str, dict] = {}
-
-    def put(key: str, value, unit: str, source: str) -> None:
-        out[f"{s}.{key}"] = {"value": json_scalar(value), "unit": unit, "source": source,
-                             "manifest_sha256": manifest_sha256}
-
+    rows = Rows(s, manifest_sha256)
     indicative = indicative_set(a)
-    put("stats.verdicts_indicative", indicative, "bool", "runs.parquet")
-    put("stats.indicative_below_pct", INDICATIVE_BELOW_PCT, "%", "src/specproof/publish/numbers.py")
-    put("machine.label", s.partition("@")[2] or "this machine", "text", "manifest.json")
+    stats = rows.at("stats")
+    stats("verdicts_indicative", indicative, "bool", "runs.parquet")
+    stats("indicative_below_pct", INDICATIVE_BELOW_PCT, "%", "src/specproof/publish/numbers.py")
+    rows.at("machine")("label", s.partition("@")[2] or "this machine", "text", "manifest.json")
 
     def judge(lo, hi) -> str:
         return verdict(lo, hi, indicative)
-    setup_numbers(a, put)
-    speed_numbers(a, put, judge)
-    policy_numbers(a, put)
-    best_numbers(a, put, judge)
-    machine_speed_numbers(a, put)
-    cost_numbers(a, put)
-    loop_numbers(a, put)
-    advise_gap_numbers(a, put)
-    clock_numbers(a, put)
-    agreement_numbers(a, put)
-    certificate_numbers(a, put)
-    calibration_numbers(a, put)
-    rule_numbers(a, put)
-    level_numbers(a, put)
-    prediction_numbers(a, put)
-    advise_numbers(a, put)
-    return out
+    setup_numbers(a, rows)
+    speed_numbers(a, rows, judge)
+    policy_numbers(a, rows)
+    best_numbers(a, rows, judge)
+    coverage_numbers(a, rows)
+    machine_speed_numbers(a, rows)
+    cost_numbers(a, rows)
+    loop_numbers(a, rows)
+    advise_gap_numbers(a, rows)
+    clock_numbers(a, rows, judge)
+    agreement_numbers(a, rows)
+    qualification_numbers(a, rows)
+    certificate_numbers(a, rows)
+    calibration_numbers(a, rows)
+    rule_numbers(a, rows)
+    level_numbers(a, rows)
+    prediction_numbers(a, rows)
+    advise_numbers(a, rows)
+    return rows.out
 
 
-def setup_numbers(a: StudyAnalysis, put) -> None:
+def setup_numbers(a: StudyAnalysis, rows: Rows) -> None:
     """'machine.*', 'software.*', 'headline.*', 'workloads.*', 'runs.*', 'models.*': what
     ran where (provenance.json) and how much (runs.parquet)."""
-    cpu = a.provenance["cpu"]
-    put("machine.cpu", cpu.get("model", "?"), "text", "provenance.json")
-    put("machine.cores", cpu.get("affinity_cores", cpu.get("logical_cores")), "count", "provenance.json")
-    put("machine.ram_gib", cpu.get("ram_gib"), "GiB", "provenance.json")
-    put("machine.simd", " ".join(f for f in ("avx2", "avx512f", "amx_tile") if f in cpu.get("simd_flags", [])),
-        "text", "provenance.json")
+    cpu, machine, software = a.provenance["cpu"], rows.at("machine"), rows.at("software")
+    machine("cpu", cpu.get("model", "?"), "text", "provenance.json")
+    machine("cores", cpu.get("affinity_cores", cpu.get("logical_cores")), "count", "provenance.json")
+    machine("ram_gib", cpu.get("ram_gib"), "GiB", "provenance.json")
+    machine("simd", " ".join(f for f in ("avx2", "avx512f", "amx_tile") if f in cpu.get("simd_flags", [])),
+            "text", "provenance.json")
     for pkg in ("torch", "transformers", "llama-cpp-python"):
-        put(f"software.{pkg}", a.provenance["packages"].get(pkg), "version", "provenance.json")
-    put("software.git_commit", str(a.provenance.get("git", {}).get("commit") or "unknown")[:10], "text",
-        "provenance.json")
+        software(pkg, a.provenance["packages"].get(pkg), "version", "provenance.json")
+    software("git_commit", str(a.provenance.get("git", {}).get("commit") or "unknown")[:10], "text",
+             "provenance.json")
     build = a.provenance.get("llama_cpp", {}).get("build") or {}
-    put("software.llama_flags_chosen_by", build.get("chosen_by") or "fixed flags (before CPU-aware builds)",
-        "text", "provenance.json")
-    put("software.llama_cmake_args", build.get("cmake_args"), "text", "provenance.json")
+    software("llama_flags_chosen_by", build.get("chosen_by") or "fixed flags (before CPU-aware builds)",
+             "text", "provenance.json")
+    software("llama_cmake_args", build.get("cmake_args"), "text", "provenance.json")
     cfg = a.provenance["study"]["config"]
-    put("headline.pair", f"{cfg['pairs'][0]['target']}+{cfg['pairs'][0]['draft']}", "text", "provenance.json")
-    headline_models(cfg, put)
+    headline_models(cfg, rows.at("headline"))
     for workload, n in a.runs.groupby("workload")["prompt_id"].nunique().items():
-        put(f"workloads.{workload}.prompts", int(n), "prompts", "runs.parquet")
-    put("runs.count", len(a.runs), "runs", "runs.parquet")
+        rows.at("workloads", workload=workload)("prompts", int(n), "prompts", "runs.parquet")
+    runs = rows.at("runs")
+    runs("count", len(a.runs), "runs", "runs.parquet")
     # hosts that timed the runs (each block on one host, checked by analysis); 0: not recorded
-    put("runs.hosts", int(a.runs["host"].nunique()) if "host" in a.runs else 0, "hosts", "runs.parquet")
-    put("runs.prompts", a.runs["prompt_id"].nunique(), "prompts", "runs.parquet")
-    put("runs.max_new_tokens", cfg["settings"]["max_new_tokens"], "tokens", "provenance.json")
-    put("models.targets", ", ".join(sorted({str(t.get("model")) for t in cfg["targets"].values()})), "text",
-        "provenance.json")
+    runs("hosts", int(a.runs["host"].nunique()) if "host" in a.runs else 0, "hosts", "runs.parquet")
+    runs("prompts", a.runs["prompt_id"].nunique(), "prompts", "runs.parquet")
+    runs("workloads", a.runs["workload"].nunique(), "workloads", "runs.parquet")
+    runs("max_new_tokens", cfg["settings"]["max_new_tokens"], "tokens", "provenance.json")
+    rows.at("models")("targets", ", ".join(sorted({str(t.get("model")) for t in cfg["targets"].values()})),
+                      "text", "provenance.json")
 
 
-def speed_numbers(a: StudyAnalysis, put, judge) -> None:
+def headline_models(cfg: dict, put) -> None:
+    """The headline pair, its model files (as the config names them) and, where the study
+    also times the draft's model as a target, that target's name (its speed is the draft's
+    own)."""
+    head = cfg["pairs"][0]
+    target, draft = cfg["targets"][head["target"]], cfg.get("drafts", {}).get(head["draft"], {})
+    put("pair", f"{head['target']}+{head['draft']}", "text", "provenance.json")
+    put("target", head["target"], "text", "provenance.json")
+    put("draft", head["draft"], "text", "provenance.json")
+    put("target_model", str(target.get("model")), "text", "provenance.json")
+    put("draft_model", str(draft.get("model", draft.get("kind"))), "text", "provenance.json")
+    same = [name for name, t in cfg["targets"].items() if draft.get("model") and t.get("model") == draft["model"]
+            and t.get("backend") == draft.get("backend")]
+    if same:
+        put("draft_as_target", same[0], "text", "provenance.json")
+
+
+def speed_numbers(a: StudyAnalysis, rows: Rows, judge) -> None:
     """'target_only.*', 'speedup.<pair>.<config>.<workload>.*' (geometric mean over prompts,
     its CI and verdict), the greedy fixed-K grid ('greedy.*') and its verdict counts."""
     for r in target_only_speed(a.runs).itertuples():
-        put(f"target_only.{r.target}.tokens_per_s", r.tokens_per_s, "tokens/s", "runs.parquet")
+        rows.at("target_only", target=r.target)("tokens_per_s", r.tokens_per_s, "tokens/s", "runs.parquet")
     for r in a.speedups:
-        base = f"speedup.{r['pair']}.{r['config']}.{r['workload']}"
-        put(f"{base}.gmean", r["gmean_speedup"], "x", "runs.parquet")
-        put(f"{base}.ci_low", r["ci_low"], "x", "runs.parquet")
-        put(f"{base}.ci_high", r["ci_high"], "x", "runs.parquet")
-        put(f"{base}.verdict", judge(r["ci_low"], r["ci_high"]), "text", "runs.parquet")
+        put = rows.at("speedup", config_attrs(r), pair=r["pair"], config=r["config"], workload=r["workload"])
+        put("gmean", r["gmean_speedup"], "x", "runs.parquet")
+        put("ci_low", r["ci_low"], "x", "runs.parquet")
+        put("ci_high", r["ci_high"], "x", "runs.parquet")
+        put("verdict", judge(r["ci_low"], r["ci_high"]), "text", "runs.parquet")
     greedy_fixed = [r for r in a.speedups if r["workload"] == "all" and r["policy"] == "fixed"
                     and r["temperature"] == 0]
     for r in greedy_fixed:  # the grid, one row per K (the paper lists it)
-        put(f"greedy.{r['pair']}.{r['config']}.k", r["k"], "K", "runs.parquet")
+        rows.at("greedy", config_attrs(r), pair=r["pair"], config=r["config"])("k", r["k"], "K", "runs.parquet")
+    for pair in dict.fromkeys(r["pair"] for r in greedy_fixed):
+        rows.at("greedy", pair=pair)("count", sum(r["pair"] == pair for r in greedy_fixed), "configurations",
+                                     "runs.parquet")
     verdicts = [judge(r["ci_low"], r["ci_high"]) for r in greedy_fixed]
-    put("summary.greedy_fixed.count", len(greedy_fixed), "configurations", "runs.parquet")
+    put = rows.at("summary", configs="greedy_fixed")
+    put("count", len(greedy_fixed), "configurations", "runs.parquet")
     for v in ("faster", "slower", "unresolved", "indicative (faster)", "indicative (slower)"):
-        key = v.replace("indicative (", "indicative_").rstrip(")")
-        put(f"summary.greedy_fixed.{key}", verdicts.count(v), "configurations", "runs.parquet")
+        put(v.replace("indicative (", "indicative_").rstrip(")"), verdicts.count(v), "configurations",
+            "runs.parquet")
 
 
-def policy_numbers(a: StudyAnalysis, put) -> None:
+def policy_numbers(a: StudyAnalysis, rows: Rows) -> None:
     """'policy.<pair>.<policy>.*': each greedy policy's speedup and CI, its K_max, and the
     mean K it drafted per round (sum of drafted / sum of rounds over its runs)."""
     drafted = a.costs.groupby(["pair", "config"])[["drafted", "rounds"]].sum()
     for r in a.speedups:
         if r["workload"] == "all" and r["policy"] != "fixed" and r["temperature"] == 0:
-            base = f"policy.{r['pair']}.{r['policy']}"
-            put(f"{base}.k_max", r["k"], "K", "runs.parquet")
-            put(f"{base}.gmean", r["gmean_speedup"], "x", "runs.parquet")
-            put(f"{base}.ci_low", r["ci_low"], "x", "runs.parquet")
-            put(f"{base}.ci_high", r["ci_high"], "x", "runs.parquet")
+            put = rows.at("policy", {"config": r["config"], **config_attrs(r)}, pair=r["pair"], policy=r["policy"])
+            put("k_max", r["k"], "K", "runs.parquet")
+            put("gmean", r["gmean_speedup"], "x", "runs.parquet")
+            put("ci_low", r["ci_low"], "x", "runs.parquet")
+            put("ci_high", r["ci_high"], "x", "runs.parquet")
             if (r["pair"], r["config"]) in drafted.index:
                 d = drafted.loc[(r["pair"], r["config"])]
-                put(f"{base}.mean_k", float(d["drafted"] / d["rounds"]) if d["rounds"] else None,
+                put("mean_k", float(d["drafted"] / d["rounds"]) if d["rounds"] else None,
                     "drafts per round", "rounds.parquet")
 
 
-def best_numbers(a: StudyAnalysis, put, judge) -> None:
+def best_numbers(a: StudyAnalysis, rows: Rows, judge) -> None:
     """'best.<pair>.*' (the best greedy fixed K over all prompts) and 'best_reserved.<pair>.*'
     (K chosen on discovery prompts, reported on the reserved ones)."""
     for pair, b in best_fixed(a).items():
-        put(f"best.{pair}.k", b["k"], "K", "runs.parquet")
-        put(f"best.{pair}.speedup", b["speedup"], "x", "runs.parquet")
-        put(f"best.{pair}.ci_low", b["ci_low"], "x", "runs.parquet")
-        put(f"best.{pair}.ci_high", b["ci_high"], "x", "runs.parquet")
-        put(f"best.{pair}.verdict", judge(b["ci_low"], b["ci_high"]), "text", "runs.parquet")
+        put = rows.at("best", {"config": b["config"]}, pair=pair)
+        put("k", b["k"], "K", "runs.parquet")
+        put("speedup", b["speedup"], "x", "runs.parquet")
+        put("ci_low", b["ci_low"], "x", "runs.parquet")
+        put("ci_high", b["ci_high"], "x", "runs.parquet")
+        put("verdict", judge(b["ci_low"], b["ci_high"]), "text", "runs.parquet")
     for pair, b in a.best_reserved.items():
-        put(f"best_reserved.{pair}.k", b["k"], "K", "runs.parquet")
-        put(f"best_reserved.{pair}.gmean", b["gmean_speedup"], "x", "runs.parquet")
-        put(f"best_reserved.{pair}.ci_low", b["ci_low"], "x", "runs.parquet")
-        put(f"best_reserved.{pair}.ci_high", b["ci_high"], "x", "runs.parquet")
-        put(f"best_reserved.{pair}.verdict", judge(b["ci_low"], b["ci_high"]), "text", "runs.parquet")
-        put(f"best_reserved.{pair}.discovery_gmean", b["discovery_gmean"], "x", "runs.parquet")
-        put(f"best_reserved.{pair}.discovery_prompts", b["discovery_prompts"], "prompts", "prompts.jsonl")
-        put(f"best_reserved.{pair}.prompts", b["prompts"], "prompts", "prompts.jsonl")
+        put = rows.at("best_reserved", pair=pair)
+        put("k", b["k"], "K", "runs.parquet")
+        put("gmean", b["gmean_speedup"], "x", "runs.parquet")
+        put("ci_low", b["ci_low"], "x", "runs.parquet")
+        put("ci_high", b["ci_high"], "x", "runs.parquet")
+        put("verdict", judge(b["ci_low"], b["ci_high"]), "text", "runs.parquet")
+        put("discovery_gmean", b["discovery_gmean"], "x", "runs.parquet")
+        put("discovery_prompts", b["discovery_prompts"], "prompts", "prompts.jsonl")
+        put("prompts", b["prompts"], "prompts", "prompts.jsonl")
+
+
+def coverage_numbers(a: StudyAnalysis, rows: Rows) -> None:
+    """'stats.coverage.<stratum>.*': the intervals' simulated coverage at the set's size;
+    the CI level and the calibration's power target as the code applies them."""
     for stratum, (n, reps) in coverage_sizes(a).items():
-        base = f"stats.coverage.{stratum}"
-        put(f"{base}.prompts", n, "prompts", "runs.parquet")
-        put(f"{base}.repetitions", reps, "runs", "runs.parquet")
-        put(f"{base}.actual_pct", 100 * simulated_coverage(n, reps, COVERAGE_SIMULATIONS), "%", "runs.parquet")
-    put("stats.coverage.simulations", COVERAGE_SIMULATIONS, "studies", "runs.parquet")
-    put("stats.ci_level_pct", round(100 * _default("two_stage_ci", "level")), "%",
-        "src/specproof/analysis/statistics.py")
-    put("calibration.power_pct", round(100 * _default("detectable_tv", "target_power")), "%",
-        "src/specproof/evidence/calibration.py")
+        put = rows.at("stats.coverage", stratum=stratum)
+        put("prompts", n, "prompts", "runs.parquet")
+        put("repetitions", reps, "runs", "runs.parquet")
+        put("actual_pct", 100 * simulated_coverage(n, reps, COVERAGE_SIMULATIONS), "%", "runs.parquet")
+    rows.at("stats.coverage")("simulations", COVERAGE_SIMULATIONS, "studies", "runs.parquet")
+    rows.at("stats")("ci_level_pct", round(100 * _default("two_stage_ci", "level")), "%",
+                     "src/specproof/analysis/statistics.py")
+    rows.at("calibration")("power_pct", round(100 * _default("detectable_tv", "target_power")), "%",
+                           "src/specproof/evidence/calibration.py")
 
 
-def machine_speed_numbers(a: StudyAnalysis, put) -> None:
+def machine_speed_numbers(a: StudyAnalysis, rows: Rows) -> None:
     """'headline.*' in tokens/s, 'verify.*': v(1) in ms, v(B)/v(1) at B = VERIFY_B, and v(1)
     over the same target's median per-token time in the timed runs (micro.parquet beside
     runs.parquet: far from 1, the micro-benchmark did not measure what the runs saw)."""
     speed = target_only_speed(a.runs).set_index("target")["tokens_per_s"]
-    pairs = a.provenance["study"]["config"]["pairs"]
-    head_target, head_pair = pairs[0]["target"], f"{pairs[0]['target']}+{pairs[0]['draft']}"
-    if len(speed) and head_pair in best_fixed(a) and head_target in speed:
+    head = a.provenance["study"]["config"]["pairs"][0]
+    cfg = a.provenance["study"]["config"]
+    head_pair, headline = f"{head['target']}+{head['draft']}", rows.at("headline")
+    if len(speed) and head_pair in best_fixed(a) and head["target"] in speed:
         # the headline speedup in absolute terms, beside the fastest target-only backend
-        put("headline.best_tokens_per_s", best_fixed(a)[head_pair]["speedup"] * speed[head_target],
-            "tokens/s", "runs.parquet")
-        put("headline.fastest_target_only", str(speed.idxmax()), "text", "runs.parquet")
-        put("headline.fastest_target_only_tokens_per_s", float(speed.max()), "tokens/s", "runs.parquet")
-    put("verify.b", VERIFY_B, "positions", "micro.parquet")
+        headline("best_tokens_per_s", best_fixed(a)[head_pair]["speedup"] * speed[head["target"]],
+                 "tokens/s", "runs.parquet")
+        headline("fastest_target_only", str(speed.idxmax()), "text", "runs.parquet")
+        headline("fastest_target_only_tokens_per_s", float(speed.max()), "tokens/s", "runs.parquet")
+    draft = cfg.get("drafts", {}).get(head["draft"], {})
+    same = [n for n, t in cfg["targets"].items() if draft.get("model") and t.get("model") == draft["model"]
+            and t.get("backend") == draft.get("backend") and n in speed]
+    if same and head["target"] in speed:  # the draft's model decoding alone, over the target alone
+        headline("draft_speed_ratio", float(speed[same[0]] / speed[head["target"]]), "x", "runs.parquet")
+    rows.at("verify")("b", VERIFY_B, "positions", "micro.parquet")
     for r in verify_ratios(a.micro).itertuples():
-        put(f"verify.{r.name}.ratio", r.ratio, "x", "micro.parquet")
-        put(f"verify.{r.name}.v1_ms", r.v1_ms, "ms", "micro.parquet")
+        put = rows.at("verify", target=r.name)
+        put("ratio", r.ratio, "x", "micro.parquet")
+        put("v1_ms", r.v1_ms, "ms", "micro.parquet")
         if r.name in speed:
-            put(f"verify.{r.name}.v1_over_run_step", r.v1_ms * speed[r.name] / 1000, "x",
-                "micro.parquet, runs.parquet")
+            put("v1_over_run_step", r.v1_ms * speed[r.name] / 1000, "x", "micro.parquet, runs.parquet")
 
 
-def cost_numbers(a: StudyAnalysis, put) -> None:
+def cost_numbers(a: StudyAnalysis, rows: Rows) -> None:
     """'costs.<pair>.<config>.*': the complete-cost decomposition per committed token, in
     target-token costs, and the speedups it implies (analysis.costs)."""
     for r in a.config_costs.itertuples():
-        base = f"costs.{r.pair}.{r.config}"
+        put = rows.at("costs", config_attrs(r), pair=r.pair, config=r.config)
         for term in ("D_real", "R_target", "X"):
-            put(f"{base}.{term}", getattr(r, term), "target-token costs per committed token",
-                "rounds.parquet")
+            put(term, getattr(r, term), "target-token costs per committed token", "rounds.parquet")
         for term in ("S_measured", "S_no_residual", "S_no_draft", "S_model", "realized_over_model",
                      "mean_accepted", "max_identity_residual"):
-            put(f"{base}.{term}", getattr(r, term), "x" if term.startswith(("S_", "real")) else "",
-                "rounds.parquet")
+            put(term, getattr(r, term), "x" if term.startswith(("S_", "real")) else "", "rounds.parquet")
 
 
-def agreement_numbers(a: StudyAnalysis, put) -> None:
-    """'agreement.*' (H and Q counts per path), 'qualification.<target>.<mode>.*' (Q over
-    distinct reserved prompts, the verdict), 'batch_invariance.<target>.*' (the probe)."""
+def agreement_numbers(a: StudyAnalysis, rows: Rows) -> None:
+    """'agreement.<source>.<target>.<path>.<verify_mode>.*': H and Q counts per path."""
     for r in a.agreement_counts.itertuples():
-        base = f"agreement.{r.source}.{r.target}.{r.path}.{r.verify_mode}"
-        put(f"{base}.Q_matched", r.Q_matched, "runs", "runs.parquet")
-        put(f"{base}.H_matched", r.H_matched, "runs", "runs.parquet")
-        put(f"{base}.total", r.total, "runs", "runs.parquet")
+        put = rows.at("agreement", source=r.source, target=r.target, path=r.path, verify_mode=r.verify_mode)
+        put("Q_matched", r.Q_matched, "runs", "runs.parquet")
+        put("H_matched", r.H_matched, "runs", "runs.parquet")
+        put("total", r.total, "runs", "runs.parquet")
+
+
+def qualification_numbers(a: StudyAnalysis, rows: Rows) -> None:
+    """'qualification.<target>.<mode>.*' (Q over distinct reserved prompts: matched, changed
+    = total - matched, the verdict), 'batch_invariance.<target>.*' (the logit probe)."""
     cfg = a.provenance["study"]["config"]
     min_runs = int(cfg.get("qualification", {}).get("min_runs", MIN_QUALIFICATION_RUNS))
-    put("qualification.min_runs", min_runs, "runs", "provenance.json")
+    rows.at("qualification")("min_runs", min_runs, "runs", "provenance.json")
     for r in qualification_summary(a.qualification, a.batch_invariance, min_runs).itertuples():
-        base = f"qualification.{r.target}.{r.verify_mode}"
-        put(f"{base}.matched", r.matched, "runs", "qualification.parquet")
-        put(f"{base}.total", r.total, "runs", "qualification.parquet")
-        put(f"{base}.qualifies", bool(r.qualifies), "bool", "qualification.parquet")
-        put(f"{base}.probe_flips", int(r.probe_flips), "positions", "batch_invariance.parquet")
-        put(f"{base}.verdict", r.verdict, "text", "qualification.parquet")
+        put = rows.at("qualification", target=r.target, verify_mode=r.verify_mode)
+        put("matched", r.matched, "runs", "qualification.parquet")
+        put("changed", r.total - r.matched, "runs", "qualification.parquet")
+        put("total", r.total, "runs", "qualification.parquet")
+        put("qualifies", bool(r.qualifies), "bool", "qualification.parquet")
+        put("probe_flips", int(r.probe_flips), "positions", "batch_invariance.parquet")
+        put("verdict", r.verdict, "text", "qualification.parquet")
     for r in batch_invariance_summary(a.batch_invariance).itertuples():
-        base = f"batch_invariance.{r.target}"
-        put(f"{base}.max_abs_dlogit", r.max_abs_dlogit, "logit", "batch_invariance.parquet")
-        put(f"{base}.max_tv", r.max_tv, "TV", "batch_invariance.parquet")
-        put(f"{base}.argmax_flips", r.argmax_flips, "positions", "batch_invariance.parquet")
-        put(f"{base}.positions", r.positions, "positions", "batch_invariance.parquet")
+        put = rows.at("batch_invariance", target=r.target)
+        put("max_abs_dlogit", r.max_abs_dlogit, "logit", "batch_invariance.parquet")
+        put("max_tv", r.max_tv, "TV", "batch_invariance.parquet")
+        put("argmax_flips", r.argmax_flips, "positions", "batch_invariance.parquet")
+        put("positions", r.positions, "positions", "batch_invariance.parquet")
 
 
-def certificate_numbers(a: StudyAnalysis, put) -> None:
+def certificate_numbers(a: StudyAnalysis, rows: Rows) -> None:
     """'certificate.*': the PIT certificate over all sampled tokens, per pair, per workload,
     its target-only control and the two-sample permutation test (pit.parquet)."""
-    c, src = a.certificate, a.sources
+    c, src, put = a.certificate, a.sources, rows.at("certificate")
     for key in ("n_tokens", "ks_pvalue", "chi2_pvalue"):
-        put(f"certificate.{key}", c[key], "", "pit.parquet")
+        put(key, c[key], "", "pit.parquet")
     for key in ("detectable_tv_80", "detectable_tv_80_id_order"):  # from the calibration's power curve
-        put(f"certificate.{key}", c[key], "", src["power"])
-    put("certificate.rank_ks_pvalue", c["rank_order"]["ks_pvalue"], "", "pit.parquet")
-    put("certificate.rank_chi2_pvalue", c["rank_order"]["chi2_pvalue"], "", "pit.parquet")
-    put("certificate.rejected", c["rejected"], "bool", "pit.parquet")
-    put("certificate.alpha", c["alpha"], "", "provenance.json")
-    put("certificate.chi2_bins", CHI2_BINS, "bins", "pit.parquet")
-    put("certificate.ratio_recorded", c.get("ratio_recorded", False), "bool", "pit.parquet")
+        put(key, c[key], "", src["power"])
+    put("rank_ks_pvalue", c["rank_order"]["ks_pvalue"], "", "pit.parquet")
+    put("rank_chi2_pvalue", c["rank_order"]["chi2_pvalue"], "", "pit.parquet")
+    put("rejected", c["rejected"], "bool", "pit.parquet")
+    put("alpha", c["alpha"], "", "provenance.json")
+    put("chi2_bins", CHI2_BINS, "bins", "pit.parquet")
+    put("ratio_recorded", c.get("ratio_recorded", False), "bool", "pit.parquet")
     ratio = c.get("ratio_order") or {}
-    put("certificate.ratio_ks_pvalue", ratio.get("ks_pvalue"), "", "pit.parquet")
-    put("certificate.ratio_chi2_pvalue", ratio.get("chi2_pvalue"), "", "pit.parquet")
+    put("ratio_ks_pvalue", ratio.get("ks_pvalue"), "", "pit.parquet")
+    put("ratio_chi2_pvalue", ratio.get("chi2_pvalue"), "", "pit.parquet")
     for key in ("tests", "level", "min_pvalue"):
-        put(f"certificate.{key}", c[key], "tests" if key == "tests" else "", "pit.parquet")
-    put("certificate.min_pvalue_test", c["min_pvalue_test"], "text", "pit.parquet")
+        put(key, c[key], "tests" if key == "tests" else "", "pit.parquet")
+    put("min_pvalue_test", c["min_pvalue_test"], "text", "pit.parquet")
     for pair, res in c.get("per_pair", {}).items():
-        base = f"certificate.pair.{pair}"
-        put(f"{base}.n_tokens", res["n_tokens"], "tokens", "pit.parquet")
+        pp = rows.at("certificate.pair", pair=pair)
+        pp("n_tokens", res["n_tokens"], "tokens", "pit.parquet")
         for key, value in res["pvalues"].items():
-            put(f"{base}.{key}", value, "", "pit.parquet")
-        put(f"{base}.tests", res["tests"], "tests", "pit.parquet")
-        put(f"{base}.level", res["level"], "", "pit.parquet")
-        put(f"{base}.min_pvalue", res["min_pvalue"], "", "pit.parquet")
-        put(f"{base}.min_pvalue_test", res["min_pvalue_test"], "text", "pit.parquet")
-        put(f"{base}.rejected", res["rejected"], "bool", "pit.parquet")
-    put("certificate.control_ks_pvalue", c["control_target_only"]["ks_pvalue"], "", "pit.parquet")
-    put("certificate.control_n_tokens", c["control_target_only"]["n_tokens"], "tokens", "pit.parquet")
+            pp(key, value, "", "pit.parquet")
+        for key in ("tests", "level", "min_pvalue", "min_pvalue_test", "rejected"):
+            pp(key, res[key], {"tests": "tests", "min_pvalue_test": "text", "rejected": "bool"}.get(key, ""),
+               "pit.parquet")
+    put("control_ks_pvalue", c["control_target_only"]["ks_pvalue"], "", "pit.parquet")
+    put("control_n_tokens", c["control_target_only"]["n_tokens"], "tokens", "pit.parquet")
     for w, res in c["per_workload"].items():
-        put(f"certificate.workload.{w}.n_tokens", res["n_tokens"], "tokens", "pit.parquet")
-        put(f"certificate.workload.{w}.ks_pvalue", res["ks_pvalue"], "", "pit.parquet")
-        put(f"certificate.workload.{w}.rank_ks_pvalue", c["per_workload_rank"][w]["ks_pvalue"], "", "pit.parquet")
+        pw = rows.at("certificate.workload", workload=w)
+        pw("n_tokens", res["n_tokens"], "tokens", "pit.parquet")
+        pw("ks_pvalue", res["ks_pvalue"], "", "pit.parquet")
+        pw("rank_ks_pvalue", c["per_workload_rank"][w]["ks_pvalue"], "", "pit.parquet")
     perm = c["two_sample_permutation"]
-    put("certificate.permutation.prompts", perm["prompts"], "prompts", "pit.parquet")
-    put("certificate.permutation.pvalue", perm["pvalue"], "", "pit.parquet")
+    rows.at("certificate.permutation")("prompts", perm["prompts"], "prompts", "pit.parquet")
+    rows.at("certificate.permutation")("pvalue", perm["pvalue"], "", "pit.parquet")
 
 
-def calibration_numbers(a: StudyAnalysis, put) -> None:
+def calibration_numbers(a: StudyAnalysis, rows: Rows) -> None:
     """'calibration.<order>.*': the certificate's per-order calibration on the mock model
-    (null rejection rate and each planted violation's)."""
+    (null rejection rate and each planted violation's); the temperature factor of the
+    temperature violation as the calibration code plants it."""
+    from ..evidence.calibration import TEMPERATURE_VIOLATION
     cal, cs = a.calibration, a.sources["calibration"]
-    put("calibration.tokens_per_repetition", cal["tokens_per_repetition"], "tokens", cs)
+    rows.at("calibration")("tokens_per_repetition", cal["tokens_per_repetition"], "tokens", cs)
+    rows.at("calibration")("temperature_violation", TEMPERATURE_VIOLATION, "x T",
+                           "src/specproof/evidence/calibration.py")
     for order, res in cal["orders"].items():
-        put(f"calibration.{order}.null_repetitions", res["null_repetitions"], "runs", cs)
-        put(f"calibration.{order}.null_pvalues_ks_pvalue", res["null_pvalues_ks_pvalue"], "", cs)
-        put(f"calibration.{order}.null_rejection_rate", res["null_rejection_rate"], "", cs)
+        put = rows.at("calibration", order=order)
+        put("null_repetitions", res["null_repetitions"], "runs", cs)
+        put("null_pvalues_ks_pvalue", res["null_pvalues_ks_pvalue"], "", cs)
+        put("null_rejection_rate", res["null_rejection_rate"], "", cs)
         for name, v in res["violations"].items():
-            if name.startswith("temperature_"):
-                put("calibration.temperature_violation", float(name.split("_", 1)[1]), "x T", cs)
-            put(f"calibration.{order}.{name}.rejection_rate", v["rejection_rate"], "", cs)
-            put(f"calibration.{order}.{name}.repetitions", v["repetitions"], "runs", cs)
+            pv = rows.at("calibration", order=order, violation=name)
+            pv("rejection_rate", v["rejection_rate"], "", cs)
+            pv("repetitions", v["repetitions"], "runs", cs)
 
 
-def level_numbers(a: StudyAnalysis, put) -> None:
+def level_numbers(a: StudyAnalysis, rows: Rows) -> None:
     """'level1.*' (the rejection sampler against exact distributions) and 'level2.*' (the
     certificate on the mock model)."""
-    src = a.sources
-    put("level1.max_exact_error", a.level1["max_exact_error"], "probability", src["level1"])
-    put("level1.min_chi2_pvalue", a.level1["min_chi2_pvalue"], "", src["level1"])
-    put("level1.draws", a.level1["cases"][0]["draws"], "draws", src["level1"])
-    put("level2.n_tokens", a.level2["n_tokens"], "tokens", src["level2"])
-    put("level2.ks_pvalue", a.level2["ks_pvalue"], "", src["level2"])
-    put("level2.rank_ks_pvalue", a.level2["rank_order"]["ks_pvalue"], "", src["level2"])
+    src, l1, l2 = a.sources, rows.at("level1"), rows.at("level2")
+    l1("max_exact_error", a.level1["max_exact_error"], "probability", src["level1"])
+    l1("min_chi2_pvalue", a.level1["min_chi2_pvalue"], "", src["level1"])
+    l1("draws", a.level1["cases"][0]["draws"], "draws", src["level1"])
+    l2("n_tokens", a.level2["n_tokens"], "tokens", src["level2"])
+    l2("ks_pvalue", a.level2["ks_pvalue"], "", src["level2"])
+    l2("rank_ks_pvalue", a.level2["rank_order"]["ks_pvalue"], "", src["level2"])
     if "ratio_order" in a.level2:
-        put("level2.ratio_ks_pvalue", a.level2["ratio_order"]["ks_pvalue"], "", src["level2"])
+        l2("ratio_ks_pvalue", a.level2["ratio_order"]["ks_pvalue"], "", src["level2"])
 
 
-def prediction_numbers(a: StudyAnalysis, put) -> None:
+def prediction_numbers(a: StudyAnalysis, rows: Rows) -> None:
     """'prediction.*': P, reserved live runs equal to the prediction sealed before them,
     per verify path with the predictor chosen on discovery, and whether the seal preceded
     every reserved run (evidence.prediction)."""
-    p, src = a.prediction, a.sources
-    put("prediction.P_matched", p["P_matched"], "runs", src["prediction.P"])
-    put("prediction.P_total", p["P_total"], "runs", src["prediction.P"])
-    put("prediction.discovery_holds", p["discovery_holds"], "runs", src["prediction.discovery"])
-    put("prediction.discovery_total", p["discovery_total"], "runs", src["prediction.discovery"])
-    for path, c in p.get("per_path", {}).items():
-        put(f"prediction.{path.replace('|', '.')}.matched", c["matched"], "runs", src["prediction.P"])
-        put(f"prediction.{path.replace('|', '.')}.total", c["total"], "runs", src["prediction.P"])
+    p, src, put = a.prediction, a.sources, rows.at("prediction")
+    put("P_matched", p["P_matched"], "runs", src["prediction.P"])
+    put("P_total", p["P_total"], "runs", src["prediction.P"])
+    put("discovery_holds", p["discovery_holds"], "runs", src["prediction.discovery"])
+    put("discovery_total", p["discovery_total"], "runs", src["prediction.discovery"])
+    per_path = p.get("per_path", {})
     for path in p.get("paths", []):
-        put(f"prediction.{path['target']}.{path['verify_mode']}.predictor", path["predictor"], "",
-            src["prediction.discovery"])
+        at = rows.at("prediction", target=path["target"], verify_mode=path["verify_mode"])
+        counts = per_path.get(f"{path['target']}|{path['verify_mode']}")  # the key prediction.json writes
+        if counts:
+            at("matched", counts["matched"], "runs", src["prediction.P"])
+            at("total", counts["total"], "runs", src["prediction.P"])
+        at("predictor", path["predictor"], "", src["prediction.discovery"])
     if p.get("first_reserved_run_at"):
-        put("prediction.sealed_before_reserved_runs", int(p["sealed_at"] < p["first_reserved_run_at"]),
+        put("sealed_before_reserved_runs", int(p["sealed_at"] < p["first_reserved_run_at"]),
             "", src["prediction.P"])
 
 
-def advise_numbers(a: StudyAnalysis, put) -> None:
+def advise_numbers(a: StudyAnalysis, rows: Rows) -> None:
     """'advise.*': per pair, advise's K, predicted speedup (with the loop model's interval
-    and the micro model beside it), the realized speedup and the advice; 'advise.summary.wrong'
-    counts advice the realized point estimate contradicts."""
+    and the micro model beside it), the realized speedup and the advice; 'advise.summary'
+    counts advice the realized point estimate contradicts, and realized speedups outside
+    the predicted interval."""
     if a.advise is None:
         return
-    src = a.sources
+    src, summary = a.sources, rows.at("advise.summary")
     enable = a.advise["enable"].astype(bool)
     wrong = (enable & (a.advise["realized_speedup"] < 1)) | (~enable & (a.advise["realized_speedup"] > 1))
-    put("advise.summary.pairs", len(a.advise), "pairs", src["advise.realized"])
-    put("advise.summary.wrong", int(wrong.sum()), "pairs", src["advise.realized"])
+    summary("pairs", len(a.advise), "pairs", src["advise.realized"])
+    summary("wrong", int(wrong.sum()), "pairs", src["advise.realized"])
+    outside = 0
     for r in a.advise.itertuples():
-        put(f"advise.{r.pair}.k", r.k, "K", src["advise.predicted"])
-        put(f"advise.{r.pair}.predicted", r.predicted_speedup, "x", src["advise.predicted"])
-        put(f"advise.{r.pair}.realized", r.realized_speedup, "x", src["advise.realized"])
-        put(f"advise.{r.pair}.enable", bool(r.enable), "bool", src["advise.predicted"])
+        put = rows.at("advise", pair=r.pair)
+        put("k", r.k, "K", src["advise.predicted"])
+        put("predicted", r.predicted_speedup, "x", src["advise.predicted"])
+        put("realized", r.realized_speedup, "x", src["advise.realized"])
+        put("enable", bool(r.enable), "bool", src["advise.predicted"])
         if getattr(r, "model", None) == "loop":  # the loop model's interval, the micro model beside it
-            put(f"advise.{r.pair}.predicted_low", r.predicted_low, "x", src["advise.predicted"])
-            put(f"advise.{r.pair}.predicted_high", r.predicted_high, "x", src["advise.predicted"])
-            put(f"advise.{r.pair}.micro_predicted", r.micro_predicted_speedup, "x", src["advise.predicted"])
+            put("predicted_low", r.predicted_low, "x", src["advise.predicted"])
+            put("predicted_high", r.predicted_high, "x", src["advise.predicted"])
+            put("micro_predicted", r.micro_predicted_speedup, "x", src["advise.predicted"])
+            outside += int(not r.predicted_low <= r.realized_speedup <= r.predicted_high)
+    summary("outside_interval", outside, "pairs", src["advise.realized"])
 
 
 LOOP_CONFIG_TERMS = ("draft_ratio", "verify_ratio", "residual_ms", "realized_over_model", "gap_target",
@@ -395,7 +476,7 @@ ADVISE_GAP_TERMS = ("predicted", "realized", "prompts", "probe_prompts", "target
                     "round_factor", "explains")
 
 
-def advise_gap_numbers(a: StudyAnalysis, put) -> None:
+def advise_gap_numbers(a: StudyAnalysis, rows: Rows) -> None:
     """'advise_gap.<pair>.<config>.*': advise's loop-model prediction at each greedy fixed K
     of the grid, the grid's realized speedup on the reserved prompts, and the miss split
     into target-step, acceptance and round-cost factors (``analysis.advisegap``)."""
@@ -403,42 +484,27 @@ def advise_gap_numbers(a: StudyAnalysis, put) -> None:
     if g is None or g.empty:
         return
     for r in g.to_dict(orient="records"):
+        put = rows.at("advise_gap", {"k": r["k"]}, pair=r["pair"], config=r["config"])
         for term in ADVISE_GAP_TERMS:
             unit = "prompts" if term.endswith("prompts") else "text" if term == "explains" else "x"
-            put(f"advise_gap.{r['pair']}.{r['config']}.{term}", r[term], unit,
-                "advise_rounds.parquet, rounds.parquet")
+            put(term, r[term], unit, "advise_rounds.parquet, rounds.parquet")
 
 
-def headline_models(cfg: dict, put) -> None:
-    """The headline pair's model files (as the config names them) and, where the study also
-    times the draft's model as a target, that target's name (its speed is the draft's own)."""
-    head = cfg["pairs"][0]
-    target, draft = cfg["targets"][head["target"]], cfg.get("drafts", {}).get(head["draft"], {})
-    put("headline.target", head["target"], "text", "provenance.json")
-    put("headline.draft", head["draft"], "text", "provenance.json")
-    put("headline.target_model", str(target.get("model")), "text", "provenance.json")
-    put("headline.draft_model", str(draft.get("model", draft.get("kind"))), "text", "provenance.json")
-    same = [name for name, t in cfg["targets"].items() if draft.get("model") and t.get("model") == draft["model"]
-            and t.get("backend") == draft.get("backend")]
-    if same:
-        put("headline.draft_as_target", same[0], "text", "provenance.json")
-
-
-def clock_numbers(a: StudyAnalysis, put) -> None:
+def clock_numbers(a: StudyAnalysis, rows: Rows, judge) -> None:
     """The clock boundary: per greedy fixed-K configuration, the speculative / target-only
     prefill ratio and the speedup with prefill inside the clock, with its interval."""
     for r in a.end_to_end or []:
         if r["policy"] != "fixed" or r["temperature"] != 0:
             continue
-        base = f"end_to_end.{r['pair']}.{r['config']}"
-        put(f"{base}.prefill_ratio", a.prefill_ratio[(r["pair"], r["config"])], "x", "runs.parquet")
-        put(f"{base}.gmean", r["gmean_speedup"], "x", "runs.parquet")
-        put(f"{base}.ci_low", r["ci_low"], "x", "runs.parquet")
-        put(f"{base}.ci_high", r["ci_high"], "x", "runs.parquet")
-        put(f"{base}.verdict", verdict(r["ci_low"], r["ci_high"], indicative_set(a)), "text", "runs.parquet")
+        put = rows.at("end_to_end", config_attrs(r), pair=r["pair"], config=r["config"])
+        put("prefill_ratio", a.prefill_ratio[(r["pair"], r["config"])], "x", "runs.parquet")
+        put("gmean", r["gmean_speedup"], "x", "runs.parquet")
+        put("ci_low", r["ci_low"], "x", "runs.parquet")
+        put("ci_high", r["ci_high"], "x", "runs.parquet")
+        put("verdict", judge(r["ci_low"], r["ci_high"]), "text", "runs.parquet")
 
 
-def loop_numbers(a: StudyAnalysis, put) -> None:
+def loop_numbers(a: StudyAnalysis, rows: Rows) -> None:
     """'loop.<pair>.*' and 'loop.<pair>.<config>.*': each in-loop cost over its isolated
     measurement (target step, draft step, verify call), the residual the micro model
     omits, realized / micro model and its split into one factor per term (see
@@ -452,11 +518,13 @@ def loop_numbers(a: StudyAnalysis, put) -> None:
         return {"explains": "text", "residual_ms": "ms", "draft_round_overhead_ms": "ms",
                 "draft_token_ms": "ms"}.get(term, "x")
     for r in pair_summary(lc).to_dict(orient="records"):
+        put = rows.at("loop", pair=r["pair"])
         for term in LOOP_PAIR_TERMS:
-            put(f"loop.{r['pair']}.{term}", r[term], unit(term), "rounds.parquet")
+            put(term, r[term], unit(term), "rounds.parquet")
     for r in lc.to_dict(orient="records"):
+        put = rows.at("loop", {"k": r["k"]}, pair=r["pair"], config=r["config"])
         for term in LOOP_CONFIG_TERMS:
-            put(f"loop.{r['pair']}.{r['config']}.{term}", r[term], unit(term), "rounds.parquet")
+            put(term, r[term], unit(term), "rounds.parquet")
 
 
 COVERAGE_SIMULATIONS = 1000  # Monte Carlo SE of a coverage near 0.95: about 0.7 points
@@ -474,29 +542,29 @@ def coverage_sizes(a: StudyAnalysis) -> dict[str, tuple[int, int]]:
     return {"all": (int(spec["prompt_id"].nunique()), reps), "workload": (int(per_workload.min()), reps)}
 
 
-def rule_numbers(a: StudyAnalysis, put) -> None:
+def rule_numbers(a: StudyAnalysis, rows: Rows) -> None:
     """'calibration.rule.*': the certificate's whole rule (each of the six tests at
     alpha/6) recomputed from calibration.parquet's p-values per repetition, with exact
-    Clopper-Pearson intervals on each rejection rate ('calibration.rule_without_ratio.*': the
-    four-test rule at alpha/4 that a certificate without the ratio order applies); its detectable TV at 80% power from the rule's
-    power curve in calibration.json, 'not recorded' (null) for a set calibrated before
-    the rule had one."""
+    Clopper-Pearson intervals on each rejection rate ('calibration.rule_without_ratio.*':
+    the four-test rule at alpha/4 that a certificate without the ratio order applies); its
+    detectable TV at 80% power from the rule's power curve in calibration.json, 'not
+    recorded' (null) for a set calibrated before the rule had one."""
     from ..evidence.calibration import detectable_tv, rule_calibration
     from ..evidence.pit import RULE_TESTS
-    alpha = float(a.calibration["alpha"])
-    put("calibration.rule.tests", len(RULE_TESTS), "tests", "calibration.parquet")
-    put("calibration.rule.level", alpha / len(RULE_TESTS), "", "calibration.parquet")
-    put("calibration.rule.ci_level_pct", round(100 * _default("rule_calibration", "level")), "%",
-        "calibration.parquet")
-    put("calibration.rule_without_ratio.tests", len(RULE_TESTS) - 2, "tests", "calibration.parquet")
-    for group, ratio in (("rule", True), ("rule_without_ratio", False)):
+    alpha, rule = float(a.calibration["alpha"]), rows.at("calibration.rule")
+    rule("tests", len(RULE_TESTS), "tests", "calibration.parquet")
+    rule("level", alpha / len(RULE_TESTS), "", "calibration.parquet")
+    rule("ci_level_pct", round(100 * _default("rule_calibration", "level")), "%", "calibration.parquet")
+    rows.at("calibration.rule_without_ratio")("tests", len(RULE_TESTS) - 2, "tests", "calibration.parquet")
+    for group, ratio in (("calibration.rule", True), ("calibration.rule_without_ratio", False)):
         for name, r in rule_calibration(a.calibration_table, alpha, ratio).items():
+            put = rows.at(group, violation=name)
             for key in ("repetitions", "tokens_per_repetition", "rejection_rate", "ci_low", "ci_high"):
-                unit = {"repetitions": "runs", "tokens_per_repetition": "tokens"}.get(key, "")
-                put(f"calibration.{group}.{name}.{key}", r[key], unit, "calibration.parquet")
+                put(key, r[key], {"repetitions": "runs", "tokens_per_repetition": "tokens"}.get(key, ""),
+                    "calibration.parquet")
     curve = a.calibration.get("power_curve", {}).get("rule")
-    put("calibration.rule.detectable_tv_80", detectable_tv(curve) if curve else None, "TV",
-        a.sources.get("power", "calibration.json"))
+    rule("detectable_tv_80", detectable_tv(curve) if curve else None, "TV",
+         a.sources.get("power", "calibration.json"))
 
 
 def _default(function: str, parameter: str) -> float:
@@ -525,10 +593,11 @@ def verify_ratios(micro) -> "pd.DataFrame":
 
 
 def machine_numbers(analyses: dict[str, StudyAnalysis], shas: dict[str, str | None]) -> dict:
-    """'machines.<study>.*': for a study frozen on two or more machines, which findings
-    changed between them, each decided by the sets' own numbers: a pair's best-K verdict
-    (by CI), whether its best-K CIs are disjoint, a target's batched qualification, and
-    advise's verdict. Each number cites the manifests of every set it compares."""
+    """'machines.<study>.*': for a study frozen on two or more machines, the sets compared
+    and which findings changed between them, each decided by the sets' own numbers: a
+    pair's best-K verdict (by CI), whether its best-K CIs are disjoint, a target's batched
+    qualification, and advise's verdict. Each row cites the manifests of every set it
+    compares."""
     from .manifests import split_set
     by_study: dict[str, list[str]] = {}
     for set_id in analyses:
@@ -537,34 +606,38 @@ def machine_numbers(analyses: dict[str, StudyAnalysis], shas: dict[str, str | No
             by_study.setdefault(study, []).append(set_id)
     out: dict[str, dict] = {}
     for study, sets in by_study.items():
-        if len(sets) < 2:
-            continue
-        cite = [shas[x] for x in sets]
-
-        def put(key, value, unit, source):
-            out[f"machines.{study}.{key}"] = {"value": json_scalar(value), "unit": unit,
-                                              "source": source, "manifest_sha256": cite}
-        put("sets", ",".join(sets), "text", "manifest.json")
-        best = {x: best_fixed(analyses[x]) for x in sets}
-        for pair in [p for p in best[sets[0]] if all(p in best[x] for x in sets)]:
-            rows = [best[x][pair] for x in sets]
-            verdicts = {verdict(r["ci_low"], r["ci_high"]) for r in rows}
-            put(f"{pair}.verdict_changed", len(verdicts) > 1, "bool", "runs.parquet")
-            disjoint = max(r["ci_low"] for r in rows) > min(r["ci_high"] for r in rows)
-            put(f"{pair}.best_ci_disjoint", bool(disjoint), "bool", "runs.parquet")
-        quals = {x: qualification_summary(analyses[x].qualification) for x in sets}
-        for r in quals[sets[0]].itertuples():
-            same = [q[(q["target"] == r.target) & (q["verify_mode"] == r.verify_mode)] for q in quals.values()]
-            if all(len(q) for q in same):
-                put(f"qualification.{r.target}.{r.verify_mode}.changed",
-                    len({bool(q["qualifies"].iloc[0]) for q in same}) > 1, "bool", "qualification.parquet")
-        adv = {x: analyses[x].advise for x in sets}
-        if all(v is not None for v in adv.values()):
-            for pair in adv[sets[0]]["pair"]:
-                enables = {bool(v[v["pair"] == pair]["enable"].iloc[0]) for v in adv.values() if (v["pair"] == pair).any()}
-                put(f"advise.{pair}.changed", len(enables) > 1, "bool",
-                    analyses[sets[0]].sources["advise.predicted"])
+        if len(sets) >= 2:
+            rows = Rows(manifest_sha256=[shas[x] for x in sets])
+            machine_rows(rows, study, {x: analyses[x] for x in sets})
+            out.update(rows.out)
     return out
+
+
+def machine_rows(rows: Rows, study: str, analyses: dict[str, StudyAnalysis]) -> None:
+    """The rows of one study frozen on the machines of ``analyses`` (see machine_numbers)."""
+    sets = list(analyses)
+    rows.at("machines", study=study)("sets", sets, "list", "manifest.json")
+    rows.at("machines", study=study)("count", len(sets), "sets", "manifest.json")
+    best = {x: best_fixed(analyses[x]) for x in sets}
+    for pair in [p for p in best[sets[0]] if all(p in best[x] for x in sets)]:
+        picked = [best[x][pair] for x in sets]
+        put = rows.at("machines", study=study, pair=pair)
+        put("verdict_changed", len({verdict(r["ci_low"], r["ci_high"]) for r in picked}) > 1, "bool",
+            "runs.parquet")
+        disjoint = max(r["ci_low"] for r in picked) > min(r["ci_high"] for r in picked)
+        put("best_ci_disjoint", bool(disjoint), "bool", "runs.parquet")
+    quals = {x: qualification_summary(analyses[x].qualification) for x in sets}
+    for r in quals[sets[0]].itertuples():
+        same = [q[(q["target"] == r.target) & (q["verify_mode"] == r.verify_mode)] for q in quals.values()]
+        if all(len(q) for q in same):
+            rows.at("machines", study=study, finding="qualification", target=r.target, verify_mode=r.verify_mode)(
+                "changed", len({bool(q["qualifies"].iloc[0]) for q in same}) > 1, "bool", "qualification.parquet")
+    adv = {x: analyses[x].advise for x in sets}
+    if all(v is not None for v in adv.values()):
+        for pair in adv[sets[0]]["pair"]:
+            enables = {bool(v[v["pair"] == pair]["enable"].iloc[0]) for v in adv.values() if (v["pair"] == pair).any()}
+            rows.at("machines", study=study, finding="advise", pair=pair)(
+                "changed", len(enables) > 1, "bool", analyses[sets[0]].sources["advise.predicted"])
 
 
 def compare(expected: dict, actual: dict, rel: float = 1e-9, check_source: bool = True) -> str | None:
@@ -588,6 +661,11 @@ def compare(expected: dict, actual: dict, rel: float = 1e-9, check_source: bool 
         if check_source and expected[key].get("source") != actual[key].get("source"):
             return (f"{key}: numbers.json says it comes from {expected[key].get('source')}, "
                     f"it is computed from {actual[key].get('source')}")
+        fields = (set(expected[key]) | set(actual[key])) - {"value", "source", "sha256", "manifest_sha256"}
+        for field in sorted(fields):  # the named fields the paper selects rows by
+            if expected[key].get(field) != actual[key].get(field):
+                return (f"{key}: numbers.json files it under {field} = {expected[key].get(field)!r}, "
+                        f"{given} gives {actual[key].get(field)!r}")
         for field in ("sha256", "manifest_sha256"):
             if expected[key].get(field) != actual[key].get(field):
                 return (f"{key}: numbers.json was computed from {expected[key].get('source')} with "

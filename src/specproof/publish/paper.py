@@ -30,7 +30,7 @@ def build_numbers(config: dict, manifests: Path, results: Path, out: Path,
     and the paper's own (title, head study, frozen or not)."""
     from ..analysis.analyze import analyze
     from .benchtables import bench_numbers
-    from .numbers import machine_numbers, study_numbers
+    from .numbers import Rows, machine_numbers, study_numbers
     numbers: dict = bench_numbers(benchmarks) if benchmarks is not None else {}
     analyses, shas = {}, {}
     for set_id in config["studies"]:
@@ -39,11 +39,12 @@ def build_numbers(config: dict, manifests: Path, results: Path, out: Path,
         numbers.update(study_numbers(analyses[set_id], shas[set_id], prefix=set_id))
     numbers.update(machine_numbers(analyses, shas))
     head = config.get("study", config["studies"][0])
-    meta = {"paper.title": config.get("paper", {}).get("title", "specproof"), "paper.study": head,
-            "paper.frozen": is_frozen(manifests, head)}
-    for k, v in meta.items():
-        numbers[k] = {"value": v, "unit": "text", "source": "config/config.yaml",
-                      "manifest_sha256": manifest_sha256(manifests, head)}
+    rows = Rows(manifest_sha256=manifest_sha256(manifests, head))
+    put = rows.at("paper")
+    put("title", config.get("paper", {}).get("title", "specproof"), "text", "config/config.yaml")
+    put("study", head, "text", "config/config.yaml")
+    put("frozen", is_frozen(manifests, head), "text", "config/config.yaml")
+    numbers.update(rows.out)
     write_json(numbers, out)
     return numbers
 
