@@ -320,9 +320,14 @@ def agreement_numbers(a: StudyAnalysis, rows: Rows) -> None:
         put("total", r.total, "runs", "runs.parquet")
 
 
+QUALIFICATION_CI = 0.95  # exact (Clopper-Pearson) interval on the share of changed outputs
+
+
 def qualification_numbers(a: StudyAnalysis, rows: Rows) -> None:
     """'qualification.<target>.<mode>.*' (Q over distinct reserved prompts: matched, changed
-    = total - matched, the verdict), 'batch_invariance.<target>.*' (the logit probe)."""
+    = total - matched with its exact interval as a share of prompts, the verdict),
+    'batch_invariance.<target>.*' (the logit probe)."""
+    from scipy.stats import binomtest
     cfg = a.provenance["study"]["config"]
     min_runs = int(cfg.get("qualification", {}).get("min_runs", MIN_QUALIFICATION_RUNS))
     rows.at("qualification")("min_runs", min_runs, "runs", "provenance.json")
@@ -330,6 +335,10 @@ def qualification_numbers(a: StudyAnalysis, rows: Rows) -> None:
         put = rows.at("qualification", target=r.target, verify_mode=r.verify_mode)
         put("matched", r.matched, "runs", "qualification.parquet")
         put("changed", r.total - r.matched, "runs", "qualification.parquet")
+        if r.total:
+            changed = binomtest(int(r.total - r.matched), int(r.total)).proportion_ci(QUALIFICATION_CI, "exact")
+            put("changed_ci_low", changed.low, "share", "qualification.parquet")
+            put("changed_ci_high", changed.high, "share", "qualification.parquet")
         put("total", r.total, "runs", "qualification.parquet")
         put("qualifies", bool(r.qualifies), "bool", "qualification.parquet")
         put("probe_flips", int(r.probe_flips), "positions", "batch_invariance.parquet")
@@ -450,6 +459,7 @@ def advise_numbers(a: StudyAnalysis, rows: Rows) -> None:
     wrong = (enable & (a.advise["realized_speedup"] < 1)) | (~enable & (a.advise["realized_speedup"] > 1))
     summary("pairs", len(a.advise), "pairs", src["advise.realized"])
     summary("wrong", int(wrong.sum()), "pairs", src["advise.realized"])
+    summary("right", len(a.advise) - int(wrong.sum()), "pairs", src["advise.realized"])
     outside = 0
     for r in a.advise.itertuples():
         put = rows.at("advise", pair=r.pair)
