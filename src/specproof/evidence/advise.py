@@ -45,6 +45,7 @@ from ..decode.backend import Backend
 from ..decode.costmodel import (acceptance_by_position, expected_committed, expected_round_ms,
                                 fit_draft_round, loop_round_ms)
 from ..decode.decoding import DecodeSettings, decode_speculative, decode_target_only
+from .load import warn_if_busy, watch
 from ..decode.drafters import Drafter, ModelDrafter
 from ..decode.policies import FixedPolicy, Policy
 from ..models.loader import ModelPool
@@ -83,25 +84,10 @@ def advise(target: Backend, drafter: Drafter, prompts: list[list[int]], k_max: i
     'verify' at B or 'draft', samples_ms) and ``records["rounds"]`` (the probe's rounds:
     path 'target' or 'speculative', prompt index, requested, k_max, the round columns)."""
     t0 = time.perf_counter()
-    ctx = prompts[0]
-    block = (ctx * (k_max + 2))[: k_max + 1]
-    micro = [{"measure": "verify", "B": b, "samples_ms": time_forward(target, ctx, block[:b], repeats)}
-             for b in range(1, k_max + 2)]
-    if isinstance(drafter, ModelDrafter):
-        micro.append({"measure": "draft", "B": 1,
-                      "samples_ms": time_forward(drafter.backend, ctx, block[:1], repeats * 2, last_only=True)})
-    # model-free drafters: the draft step cost comes from the probe's rounds (see predict)
-    settings = DecodeSettings(probe_tokens, temperature, seed)
-    frames = []
-    for i, ids in enumerate(prompts):
-        base = decode_target_only(target, ids, settings).rounds_frame()
-        frames.append(base.assign(path="target", prompt=i, requested=0))
-        policy = CyclePolicy(k_max)
-        run = decode_speculative(target, drafter, ids, settings, policy).rounds_frame()
-        # what the decoder asked for: the policy's K, or fewer where the token budget ran out
-        run["requested"] = np.minimum(policy.asked[:len(run)],
-                                      probe_tokens - (run["committed"].cumsum() - run["committed"]) - 1)
-        frames.append(run.assign(path="speculative", prompt=i))
+    with watch() as w:
+        micro = _measured_calls(target, drafter, prompts[0], k_max, repeats)
+        frames = _probe_rounds(target, drafter, prompts, k_max, DecodeSettings(probe_tokens, temperature, seed))
+    warn_if_busy("advise", [w.share])
     import pandas as pd
     rounds = pd.concat(frames, ignore_index=True).assign(k_max=k_max)
     micro = pd.DataFrame(micro)
@@ -111,7 +97,35 @@ def advise(target: Backend, drafter: Drafter, prompts: list[list[int]], k_max: i
     res = predict_loop(micro, rounds, k_max)
     res["micro_model"] = micro_model
     res["micro_predicted_speedup"] = micro_model["table"][res["k"] - 1]["predicted_speedup"]
-    return {**res, "seconds": time.perf_counter() - t0}
+    return {**res, "seconds": time.perf_counter() - t0, "other_cpu_share": w.share}
+
+
+def _measured_calls(target: Backend, drafter: Drafter, ctx: list[int], k_max: int, repeats: int) -> list[dict]:
+    """Timed verify calls at B = 1..K_max+1 and, for a model drafter, its step (samples in ms);
+    a model-free drafter's step cost comes from the probe's rounds (see predict)."""
+    block = (ctx * (k_max + 2))[: k_max + 1]
+    micro = [{"measure": "verify", "B": b, "samples_ms": time_forward(target, ctx, block[:b], repeats)}
+             for b in range(1, k_max + 2)]
+    if isinstance(drafter, ModelDrafter):
+        micro.append({"measure": "draft", "B": 1,
+                      "samples_ms": time_forward(drafter.backend, ctx, block[:1], repeats * 2, last_only=True)})
+    return micro
+
+
+def _probe_rounds(target: Backend, drafter: Drafter, prompts: list[list[int]], k_max: int,
+                  settings: DecodeSettings) -> list:
+    """The probe's rounds per prompt: target-only, then speculative with K cycling 1..K_max."""
+    frames = []
+    for i, ids in enumerate(prompts):
+        base = decode_target_only(target, ids, settings).rounds_frame()
+        frames.append(base.assign(path="target", prompt=i, requested=0))
+        policy = CyclePolicy(k_max)
+        run = decode_speculative(target, drafter, ids, settings, policy).rounds_frame()
+        # what the decoder asked for: the policy's K, or fewer where the token budget ran out
+        run["requested"] = np.minimum(policy.asked[:len(run)],
+                                      settings.max_new_tokens - (run["committed"].cumsum() - run["committed"]) - 1)
+        frames.append(run.assign(path="speculative", prompt=i))
+    return frames
 
 
 def predict(micro: "pd.DataFrame", rounds: "pd.DataFrame", k_max: int) -> dict:
@@ -233,10 +247,13 @@ def realized_speedup(target: Backend, drafter: Drafter, prompts: list[list[int]]
     prompt index, k, new_tokens, decode_ns)."""
     s = DecodeSettings(max_new_tokens, temperature, seed)
     runs = []
-    for i, ids in enumerate(prompts):
-        for path, r in (("target", decode_target_only(target, ids, s)),
-                        ("speculative", decode_speculative(target, drafter, ids, s, FixedPolicy(k)))):
-            runs.append({"path": path, "prompt": i, "k": k, "new_tokens": r.new_tokens, "decode_ns": r.decode_ns})
+    with watch() as w:
+        for i, ids in enumerate(prompts):
+            for path, r in (("target", decode_target_only(target, ids, s)),
+                            ("speculative", decode_speculative(target, drafter, ids, s, FixedPolicy(k)))):
+                runs.append({"path": path, "prompt": i, "k": k, "new_tokens": r.new_tokens,
+                             "decode_ns": r.decode_ns})
+    warn_if_busy("advise's check", [w.share])
     if records is not None:
         records += runs
     import pandas as pd

@@ -28,6 +28,7 @@ from ..decode.decoding import DecodeSettings, decode_speculative, decode_target_
 from ..models.loader import ModelPool
 from ..decode.policies import make_policy
 from ..records import seed_from, utc_stamp, write_parquet
+from .load import warn_if_busy, watch
 from ..study.config import Study
 from ..decode.trace import RunResult
 from ..study.workloads import prompt_ids
@@ -85,23 +86,26 @@ def run_grid(study: Study, prompt_set: list[dict], runs_out: Path, rounds_out: P
                         settings = DecodeSettings(study.settings["max_new_tokens"], temp, seed, "batched",
                                                   stop_at_eos=temp == 0)
                         if item == "A":
-                            r = decode_target_only(target, ids, settings)
+                            with watch() as w:
+                                r = decode_target_only(target, ids, settings)
                             cfg = {"config": "target-only", "k": 0, "policy": "none",
                                    "verify_mode": "none", "temperature": temp}
                         else:
                             drafter = pool.drafter(pair["draft"], target, temp, seed)
                             s = DecodeSettings(settings.max_new_tokens, temp, seed, item.verify_mode,
                                                stop_at_eos=settings.stop_at_eos)
-                            r = decode_speculative(target, drafter, ids, s, make_policy(item.policy, item.k))
+                            with watch() as w:
+                                r = decode_speculative(target, drafter, ids, s, make_policy(item.policy, item.k))
                             cfg = {"config": item.label, "k": item.k, "policy": item.policy,
                                    "verify_mode": item.verify_mode, "temperature": temp}
                         run_id = f"{block}|{j}|{cfg['config']}"
-                        run_rows.append(dict(_row(run_id, base, cfg, r), order=order))
+                        run_rows.append(dict(_row(run_id, base, cfg, r), order=order, other_cpu_share=w.share))
                         order += 1
                         rf = r.rounds_frame()
                         rf.insert(0, "run_id", run_id)
                         round_frames.append(rf)
                         bar.update()
     bar.close()
+    warn_if_busy("the grid", [r["other_cpu_share"] for r in run_rows])
     write_parquet(pd.DataFrame(run_rows), runs_out)
     write_parquet(pd.concat(round_frames, ignore_index=True), rounds_out)

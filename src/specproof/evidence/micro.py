@@ -16,6 +16,7 @@ from tqdm import tqdm
 from ..decode.backend import Backend
 from ..models.loader import ModelPool
 from ..records import write_parquet
+from .load import warn_if_busy, watch
 from ..study.config import Study
 from ..study.workloads import prompt_ids
 
@@ -49,10 +50,11 @@ def run_micro(study: Study, prompt_set: list[dict], out: Path) -> None:
         block = (ids * 4)[: cfg["max_b"]]
         spec = study.target_spec(tname)
         for b in range(1, cfg["max_b"] + 1):
-            samples = time_forward(target, ids, block[:b], cfg["repeats"])
+            with watch() as w:
+                samples = time_forward(target, ids, block[:b], cfg["repeats"])
             rows.append({"role": "target", "name": tname, "backend": spec["backend"],
-                         "n_ubatch": study.n_ubatch(spec),
-                         "B": b, "median_ms": statistics.median(samples), "samples_ms": samples})
+                         "n_ubatch": study.n_ubatch(spec), "B": b, "median_ms": statistics.median(samples),
+                         "samples_ms": samples, "other_cpu_share": w.share})
             bar.update()
         for pair in study.pairs:
             if pair["target"] != tname:
@@ -60,10 +62,12 @@ def run_micro(study: Study, prompt_set: list[dict], out: Path) -> None:
             draft = pool.draft_backend(pair["draft"])
             if draft is None or any(r["role"] == "draft" and r["name"] == pair["draft"] for r in rows):
                 continue
-            samples = time_forward(draft, ids, block[:1], cfg["repeats"] * 4, last_only=True)
+            with watch() as w:
+                samples = time_forward(draft, ids, block[:1], cfg["repeats"] * 4, last_only=True)
             dspec = study.draft_spec(pair["draft"])
             rows.append({"role": "draft", "name": pair["draft"], "backend": dspec["backend"],
-                         "n_ubatch": study.n_ubatch(dspec),
-                         "B": 1, "median_ms": statistics.median(samples), "samples_ms": samples})
+                         "n_ubatch": study.n_ubatch(dspec), "B": 1, "median_ms": statistics.median(samples),
+                         "samples_ms": samples, "other_cpu_share": w.share})
     bar.close()
+    warn_if_busy("the micro-benchmark", [r["other_cpu_share"] for r in rows])
     write_parquet(pd.DataFrame(rows), out)

@@ -1,0 +1,39 @@
+"""evidence.load: other processes' CPU time while a block is timed, and the warning."""
+import subprocess
+import sys
+import time
+
+import pytest
+
+from specproof.evidence.load import BUSY_SHARE, busy_warning, load_average, watch
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="/proc/stat is Linux's")
+def test_another_process_burning_a_cpu_is_seen_and_our_own_work_is_not_counted():
+    burn = "import time\nt = time.process_time()\nwhile time.process_time() - t < 1.0: pass"
+    child = subprocess.Popen([sys.executable, "-c", burn])
+    with watch() as w:
+        time.sleep(0.5)  # the child burns a CPU meanwhile: about 0.5 s of other CPU time
+        t = time.process_time()
+        while time.process_time() - t < 0.3:  # our own CPU time: subtracted
+            pass
+    child.wait()
+    assert w.other_cpu_s is not None and w.other_cpu_s > 0.2
+    assert w.share > BUSY_SHARE
+
+
+def test_the_warning_names_the_stage_the_count_and_the_worst_share_and_is_silent_when_quiet():
+    line = busy_warning("the grid", [0.01, None, 0.5, 0.2])
+    assert line.startswith("specproof: warning: the machine was busy while the grid was timed")
+    assert "during 2 of 3 timed blocks (at worst 50%)" in line
+    assert busy_warning("the grid", [0.01, None, 0.02]) is None
+    assert busy_warning("the grid", [None]) is None
+
+
+def test_provenance_records_the_load_average():
+    from specproof.evidence.provenance import capture
+    load = capture()["load"]
+    assert load["usable_cores"] >= 1
+    if sys.platform.startswith("linux"):
+        assert len(load["loadavg"]) == 3 and all(x >= 0 for x in load["loadavg"])
+        assert len(load_average()) == 3
