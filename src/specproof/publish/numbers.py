@@ -272,10 +272,38 @@ def coverage_numbers(a: StudyAnalysis, rows: Rows) -> None:
         put("repetitions", reps, "runs", "runs.parquet")
         put("actual_pct", 100 * simulated_coverage(n, reps, COVERAGE_SIMULATIONS), "%", "runs.parquet")
     rows.at("stats.coverage")("simulations", COVERAGE_SIMULATIONS, "studies", "runs.parquet")
+    selection_coverage_numbers(a, rows)
     rows.at("stats")("ci_level_pct", round(100 * _default("two_stage_ci", "level")), "%",
                      "src/specproof/analysis/statistics.py")
     rows.at("calibration")("power_pct", round(100 * _default("detectable_tv", "target_power")), "%",
                            "src/specproof/evidence/calibration.py")
+
+
+SELECTION_SEEDS = (13, 14, 15, 16, 17)  # the selection's coverage is reported as its range over these
+
+
+def selection_coverage_numbers(a: StudyAnalysis, rows: Rows) -> None:
+    """'stats.coverage.selection.*': the simulated coverage of the 'best K' procedure at the
+    headline pair's size (K chosen on its discovery prompts, reported on its reserved ones,
+    over its greedy K grid; ``simulated_selection_coverage``), as the lowest and highest
+    over ``SELECTION_SEEDS``."""
+    from ..analysis.statistics import SELECTION_THETAS, simulated_selection_coverage
+    head = a.provenance["study"]["config"]["pairs"][0]
+    b = a.best_reserved.get(f"{head['target']}+{head['draft']}")
+    grid = [r for r in a.speedups if r["pair"] == f"{head['target']}+{head['draft']}" and r["workload"] == "all"
+            and r["policy"] == "fixed" and r["temperature"] == 0]
+    if not b or len(grid) < 2:
+        return
+    size = (int(b["discovery_prompts"]), int(b["prompts"]), min(len(grid), len(SELECTION_THETAS)))
+    pct = [100 * simulated_selection_coverage(*size, seed=seed) for seed in SELECTION_SEEDS]
+    put = rows.at("stats.coverage", stratum="selection")
+    for name, value in zip(("discovery_prompts", "reserved_prompts", "configurations"), size):
+        put(name, value, "count", "runs.parquet")
+    put("seeds", len(SELECTION_SEEDS), "seeds", "src/specproof/publish/numbers.py")
+    put("simulations", _default("simulated_selection_coverage", "simulations"), "studies per seed",
+        "src/specproof/analysis/statistics.py")
+    put("actual_pct_min", min(pct), "%", "runs.parquet")
+    put("actual_pct_max", max(pct), "%", "runs.parquet")
 
 
 def machine_speed_numbers(a: StudyAnalysis, rows: Rows) -> None:
