@@ -163,7 +163,7 @@ def test_a_greedy_only_study_runs_to_a_report(study):
 
 @pytest.mark.parametrize("case,expect", [
     ("nosuch", "unknown study 'nosuch': no {base}/studies/nosuch.yaml"),
-    ("bad", "{base}/studies/bad.yaml: field grid.0.k.0: 0 is less than the minimum of 1"),
+    ("bad", "{base}/studies/bad.yaml: field grid.0.k.0: must be an integer from 1 to 64 (got 0)"),
     ("badpair", "{base}/studies/badpair.yaml: field pairs.0.draft: unknown draft 'nope'"),
 ])
 def test_a_bad_study_stops_planning_in_one_line(tmp_path, case, expect):
