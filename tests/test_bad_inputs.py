@@ -174,7 +174,7 @@ STUDY_CASES = [  # (field path, value, expected reason after "<file>: field <pat
     (("qualification", "k"), 100, "must be an integer from 1 to 64 (got 100)"),
     (("micro", "repeats"), 0, "must be an integer from 1 to 1,000 (got 0)"),
     (("targets", "big", "n_ctx"), 10**9, "must be an integer from 64 to 1,048,576 (got 1000000000)"),
-    (("targets", "big", "n_ubatch"), 1024, "must be at most n_batch (512)"),
+    (("targets", "big", "n_ubatch"), 1024, "must be at most n_batch (512) (got 1024; llama.cpp would silently use 512)"),
     (("targets", "big", "threads"), -2, "must be an integer from 1 to 1,024 (got -2)"),
 ]
 

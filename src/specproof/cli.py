@@ -63,17 +63,17 @@ def flag(field: str) -> str:
 def _model_flags(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("models (default: hf fp32 SmolLM2 target, llama.cpp Q4_1 SmolLM2 draft)")
     g.add_argument("--target-backend", default="hf", choices=["hf", "llama", "mock"], help="target runtime")
-    g.add_argument("--target-model", default=DEFAULT_MODEL, help="embedded:<name> or a local GGUF file / HF directory")
+    g.add_argument("--target-model", default=DEFAULT_MODEL, metavar="MODEL", help="embedded:<name> or a local GGUF file / HF directory")
     g.add_argument("--draft-backend", default="llama", choices=["hf", "llama", "mock", "ngram", "none"],
                    help="draft runtime; ngram: prompt lookup, none: target-only")
-    g.add_argument("--draft-model", default=DEFAULT_MODEL, help="as --target-model")
+    g.add_argument("--draft-model", default=DEFAULT_MODEL, metavar="MODEL", help="as --target-model")
     g.add_argument("--device", default="cpu", help="hf device: cpu, cuda[:n], mps")
     g.add_argument("--dtype", default="float32", choices=["float32", "float16", "bfloat16"], help="hf dtype")
-    g.add_argument("--n-ctx", type=int, default=2048, help="llama context positions (at most the model's)")
-    g.add_argument("--n-batch", type=int, default=512, help="llama logical batch size")
-    g.add_argument("--n-ubatch", type=int, default=512, help="llama micro-batch size (at most --n-batch)")
-    g.add_argument("--threads", type=int, default=None, help="CPU threads per model (default: all cores)")
-    g.add_argument("--n-gpu-layers", type=int, default=None,
+    g.add_argument("--n-ctx", type=int, default=2048, metavar="N", help="llama context positions (at most the model's)")
+    g.add_argument("--n-batch", type=int, default=512, metavar="N", help="llama logical batch size")
+    g.add_argument("--n-ubatch", type=int, default=512, metavar="N", help="llama micro-batch size (at most --n-batch)")
+    g.add_argument("--threads", type=int, default=None, metavar="N", help="CPU threads per model (default: all cores)")
+    g.add_argument("--n-gpu-layers", type=int, default=None, metavar="N",
                    help="llama layers on the accelerator (-1 all, 0 none; default: all when the build has one)")
 
 
@@ -388,8 +388,8 @@ def cmd_drift(a) -> int:
 
 def _run_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--chat", action="store_true", help="render the prompt with the target's chat template")
-    p.add_argument("--temperature", type=float, default=0.0, help="sampling temperature; 0 = greedy")
-    p.add_argument("--seed", type=int, default=0, help="seed of the target's and the draft's sampling")
+    p.add_argument("--temperature", type=float, default=0.0, metavar="T", help="sampling temperature; 0 = greedy")
+    p.add_argument("--seed", type=int, default=0, metavar="N", help="seed of the target's and the draft's sampling")
     p.add_argument("--json", action="store_true", help="print one JSON object (missing values: null)")
 
 
@@ -397,20 +397,20 @@ def _decode_parser(sub) -> None:
     from .decode.policies import POLICIES
     d = sub.add_parser("decode", formatter_class=HelpFormatter,
                        help="time one prompt target-only and speculatively; report the speedup",
-                       description="Decode one prompt target-only and speculatively (interleaved "
-                                   "A/B runs) and report tokens/s, the speedup and the acceptance.")
+                       description="Decode one prompt target-only and speculatively (interleaved A/B\n"
+                                   "runs); report tokens/s, the speedup and the acceptance by position.")
     _model_flags(d)
     src = d.add_mutually_exclusive_group()
     src.add_argument("--prompt", help="the prompt text; - reads it from stdin "
                                       "(default: a Python function header to complete)")
     src.add_argument("--prompt-file", metavar="PATH", help="read the prompt from a UTF-8 text file")
-    d.add_argument("--k", type=int, default=6,
+    d.add_argument("--k", type=int, default=6, metavar="K",
                    help="speculation length K (max K for adaptive/guard, start K for hf_heuristic)")
     d.add_argument("--policy", default="fixed", choices=POLICIES, help="how K is chosen each round")
     d.add_argument("--verify-mode", default="batched", choices=["batched", "serialized"],
                    help="verify the draft in one target call, or one position per call")
-    d.add_argument("--max-new-tokens", type=int, default=128, help="tokens to generate per run")
-    d.add_argument("--repeats", type=int, default=1, help="A/B repetitions (median tokens/s)")
+    d.add_argument("--max-new-tokens", type=int, default=128, metavar="N", help="tokens to generate per run")
+    d.add_argument("--repeats", type=int, default=1, metavar="N", help="A/B repetitions (median tokens/s)")
     _run_flags(d)
     d.set_defaults(func=cmd_decode)
 
@@ -418,15 +418,15 @@ def _decode_parser(sub) -> None:
 def _advise_parser(sub) -> None:
     ad = sub.add_parser("advise", formatter_class=HelpFormatter,
                         help="measure the costs and acceptance; predict the speedup at each K",
-                        description="Measure the verify cost, the draft step cost and the acceptance "
-                                    "by position; predict the speedup at each K and advise whether "
-                                    "to enable speculation.")
+                        description="Measure the verify cost, the draft step cost and the acceptance by\n"
+                                    "position; predict the speedup at each K and advise whether to\n"
+                                    "enable speculation.")
     _model_flags(ad)
     ad.add_argument("--prompt", action="append", help="a prompt (repeatable; - reads one from stdin) "
                                                       "(default: one code prompt, one chat instruction)")
     ad.add_argument("--prompt-file", action="append", metavar="PATH",
                     help="a prompt from a UTF-8 text file (repeatable)")
-    ad.add_argument("--k-max", type=int, default=8, help="the largest K measured and predicted")
+    ad.add_argument("--k-max", type=int, default=8, metavar="K", help="the largest K measured and predicted")
     ad.add_argument("--check", action="store_true", help="also measure the realized speedup at the advised K")
     _run_flags(ad)
     ad.set_defaults(func=cmd_advise)
