@@ -60,23 +60,6 @@ def flag(field: str) -> str:
     return "--" + field.replace("_", "-")
 
 
-def _model_flags(p: argparse.ArgumentParser) -> None:
-    g = p.add_argument_group("models (default: hf fp32 SmolLM2 target, llama.cpp Q4_1 SmolLM2 draft)")
-    g.add_argument("--target-backend", default="hf", choices=["hf", "llama", "mock"], help="target runtime")
-    g.add_argument("--target-model", default=DEFAULT_MODEL, metavar="MODEL", help="embedded:<name> or a local GGUF file / HF directory")
-    g.add_argument("--draft-backend", default="llama", choices=["hf", "llama", "mock", "ngram", "none"],
-                   help="draft runtime; ngram: prompt lookup, none: target-only")
-    g.add_argument("--draft-model", default=DEFAULT_MODEL, metavar="MODEL", help="as --target-model")
-    g.add_argument("--device", default="cpu", help="hf device: cpu, cuda[:n], mps")
-    g.add_argument("--dtype", default="float32", choices=["float32", "float16", "bfloat16"], help="hf dtype")
-    g.add_argument("--n-ctx", type=int, default=2048, metavar="N", help="llama context positions (at most the model's)")
-    g.add_argument("--n-batch", type=int, default=512, metavar="N", help="llama logical batch size")
-    g.add_argument("--n-ubatch", type=int, default=512, metavar="N", help="llama micro-batch size (at most --n-batch)")
-    g.add_argument("--threads", type=int, default=None, metavar="N", help="CPU threads per model (default: all cores)")
-    g.add_argument("--n-gpu-layers", type=int, default=None, metavar="N",
-                   help="llama layers on the accelerator (-1 all, 0 none; default: all when the build has one)")
-
-
 def _specs(a) -> tuple[dict, dict | None]:
     def spec(backend: str, model: str) -> dict:
         s = {"backend": backend, "model": model, "threads": a.threads}
@@ -386,24 +369,63 @@ def cmd_drift(a) -> int:
     return 0
 
 
-def _run_flags(p: argparse.ArgumentParser) -> None:
+# --- the parser: one function per subcommand, each returning the parser it adds -----------
+
+def _command(sub, name: str, func, help: str, description: str | None = None) -> argparse.ArgumentParser:
+    """The parser of subcommand ``name``, which ``func`` runs: one line of ``help`` in
+    ``specproof --help``, ``description`` (default: that line) atop its own help, every
+    option's default shown."""
+    p = sub.add_parser(name, formatter_class=HelpFormatter, help=help,
+                       description=description or help[0].upper() + help[1:] + ".")
+    p.set_defaults(func=func)
+    return p
+
+
+def _add_model_flags(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("models (default: hf fp32 SmolLM2 target, llama.cpp Q4_1 SmolLM2 draft)")
+    g.add_argument("--target-backend", default="hf", choices=["hf", "llama", "mock"], help="target runtime")
+    g.add_argument("--target-model", default=DEFAULT_MODEL, metavar="MODEL",
+                   help="embedded:<name> or a local GGUF file / HF directory")
+    g.add_argument("--draft-backend", default="llama", choices=["hf", "llama", "mock", "ngram", "none"],
+                   help="draft runtime; ngram: prompt lookup, none: target-only")
+    g.add_argument("--draft-model", default=DEFAULT_MODEL, metavar="MODEL", help="as --target-model")
+    g.add_argument("--device", default="cpu", help="hf device: cpu, cuda[:n], mps")
+    g.add_argument("--dtype", default="float32", choices=["float32", "float16", "bfloat16"], help="hf dtype")
+    g.add_argument("--n-ctx", type=int, default=2048, metavar="N", help="llama context positions (at most the model's)")
+    g.add_argument("--n-batch", type=int, default=512, metavar="N", help="llama logical batch size")
+    g.add_argument("--n-ubatch", type=int, default=512, metavar="N", help="llama micro-batch size (at most --n-batch)")
+    g.add_argument("--threads", type=int, default=None, metavar="N", help="CPU threads per model (default: all cores)")
+    g.add_argument("--n-gpu-layers", type=int, default=None, metavar="N",
+                   help="llama layers on the accelerator (-1 all, 0 none; default: all when the build has one)")
+
+
+def _add_prompt_flags(p: argparse.ArgumentParser, repeatable: bool, default: str) -> None:
+    """--prompt (``-``: stdin) and --prompt-file: one prompt from either (decode), or any
+    number from both (advise, ``repeatable``)."""
+    if repeatable:
+        group, action, one, more = p, "append", "a prompt", " (repeatable)"
+    else:
+        group, action, one, more = p.add_mutually_exclusive_group(), "store", "the prompt", ""
+    group.add_argument("--prompt", action=action, metavar="TEXT",
+                       help=f"{one}{more}; - reads it from stdin (default: {default})")
+    group.add_argument("--prompt-file", action=action, metavar="PATH",
+                       help=f"{one} from a UTF-8 text file{more or ' (not with --prompt)'}")
+
+
+def _add_run_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--chat", action="store_true", help="render the prompt with the target's chat template")
     p.add_argument("--temperature", type=float, default=0.0, metavar="T", help="sampling temperature; 0 = greedy")
     p.add_argument("--seed", type=int, default=0, metavar="N", help="seed of the target's and the draft's sampling")
     p.add_argument("--json", action="store_true", help="print one JSON object (missing values: null)")
 
 
-def _decode_parser(sub) -> None:
+def _decode_parser(sub) -> argparse.ArgumentParser:
     from .decode.policies import POLICIES
-    d = sub.add_parser("decode", formatter_class=HelpFormatter,
-                       help="time one prompt target-only and speculatively; report the speedup",
-                       description="Decode one prompt target-only and speculatively (interleaved A/B\n"
-                                   "runs); report tokens/s, the speedup and the acceptance by position.")
-    _model_flags(d)
-    src = d.add_mutually_exclusive_group()
-    src.add_argument("--prompt", help="the prompt text; - reads it from stdin "
-                                      "(default: a Python function header to complete)")
-    src.add_argument("--prompt-file", metavar="PATH", help="read the prompt from a UTF-8 text file")
+    d = _command(sub, "decode", cmd_decode, "time one prompt target-only and speculatively; report the speedup",
+                 "Decode one prompt target-only and speculatively (interleaved A/B\n"
+                 "runs); report tokens/s, the speedup and the acceptance by position.")
+    _add_model_flags(d)
+    _add_prompt_flags(d, repeatable=False, default="a Python function header to complete")
     d.add_argument("--k", type=int, default=6, metavar="K",
                    help="speculation length K (max K for adaptive/guard, start K for hf_heuristic)")
     d.add_argument("--policy", default="fixed", choices=POLICIES, help="how K is chosen each round")
@@ -411,30 +433,25 @@ def _decode_parser(sub) -> None:
                    help="verify the draft in one target call, or one position per call")
     d.add_argument("--max-new-tokens", type=int, default=128, metavar="N", help="tokens to generate per run")
     d.add_argument("--repeats", type=int, default=1, metavar="N", help="A/B repetitions (median tokens/s)")
-    _run_flags(d)
-    d.set_defaults(func=cmd_decode)
+    _add_run_flags(d)
+    return d
 
 
-def _advise_parser(sub) -> None:
-    ad = sub.add_parser("advise", formatter_class=HelpFormatter,
-                        help="measure the costs and acceptance; predict the speedup at each K",
-                        description="Measure the verify cost, the draft step cost and the acceptance by\n"
-                                    "position; predict the speedup at each K and advise whether to\n"
-                                    "enable speculation.")
-    _model_flags(ad)
-    ad.add_argument("--prompt", action="append", help="a prompt (repeatable; - reads one from stdin) "
-                                                      "(default: one code prompt, one chat instruction)")
-    ad.add_argument("--prompt-file", action="append", metavar="PATH",
-                    help="a prompt from a UTF-8 text file (repeatable)")
+def _advise_parser(sub) -> argparse.ArgumentParser:
+    ad = _command(sub, "advise", cmd_advise, "measure the costs and acceptance; predict the speedup at each K",
+                  "Measure the verify cost, the draft step cost and the acceptance by\n"
+                  "position; predict the speedup at each K and advise whether to\n"
+                  "enable speculation.")
+    _add_model_flags(ad)
+    _add_prompt_flags(ad, repeatable=True, default="one code prompt, one chat instruction")
     ad.add_argument("--k-max", type=int, default=8, metavar="K", help="the largest K measured and predicted")
     ad.add_argument("--check", action="store_true", help="also measure the realized speedup at the advised K")
-    _run_flags(ad)
-    ad.set_defaults(func=cmd_advise)
+    _add_run_flags(ad)
+    return ad
 
 
-def _stage_parser(sub) -> None:
-    st = sub.add_parser("stage", formatter_class=HelpFormatter,
-                        help="run one pipeline stage of a study (used by the Snakemake rules)")
+def _stage_parser(sub) -> argparse.ArgumentParser:
+    st = _command(sub, "stage", cmd_stage, "run one pipeline stage of a study (used by the Snakemake rules)")
     st.add_argument("name", help="stage name, e.g. reference, runs, micro")
     st.add_argument("--config", help="the study config file, e.g. config/studies/<name>.yaml")
     st.add_argument("--seed", type=int, help="the study seed (level1, level2: they read no config)")
@@ -442,27 +459,27 @@ def _stage_parser(sub) -> None:
     st.add_argument("--part", help="one job of a split stage: a pair (runs) or a target "
                                    "(reference, micro, qualification)")
     st.add_argument("--gather", action="store_true", help="join a split stage's jobs into its files")
-    st.add_argument("--model-dir", help="where derived model files go (default ~/.cache/specproof/models)")
-    st.set_defaults(func=cmd_stage)
+    st.add_argument("--model-dir", help="where derived model files go (default: ~/.cache/specproof/models)")
+    return st
 
 
-def _figure_parsers(sub) -> None:
-    f = sub.add_parser("figures", formatter_class=HelpFormatter, help="draw a study's figures from its records")
-    f.add_argument("--records", required=True, help="results/<study> or manifests/<study>")
+def _figures_parser(sub) -> argparse.ArgumentParser:
+    f = _command(sub, "figures", cmd_figures, "draw a study's figures from its records")
+    f.add_argument("--records", required=True, help="results/<study> or manifests/<study>/<machine>")
     f.add_argument("--out", required=True, help="the figures' directory")
-    f.set_defaults(func=cmd_figures)
+    return f
 
-    mf = sub.add_parser("machines-figure", formatter_class=HelpFormatter,
-                        help="draw the verify-cost curves of one study's machines")
+
+def _machines_figure_parser(sub) -> argparse.ArgumentParser:
+    mf = _command(sub, "machines-figure", cmd_machines_figure, "draw the verify-cost curves of one study's machines")
     mf.add_argument("--sets", nargs="+", required=True, help="record sets, <study>@<machine>")
     mf.add_argument("--records", nargs="+", required=True, help="their record directories, in order")
     mf.add_argument("--out", required=True, help="the figure file")
-    mf.set_defaults(func=cmd_machines_figure)
+    return mf
 
 
-def _paper_parsers(sub) -> None:
-    n = sub.add_parser("numbers", formatter_class=HelpFormatter,
-                       help="compute paper/build/numbers.json from study records")
+def _numbers_parser(sub) -> argparse.ArgumentParser:
+    n = _command(sub, "numbers", cmd_numbers, "compute paper/build/numbers.json from study records")
     n.add_argument("--studies", nargs="+", required=True, help="the record sets the paper cites")
     n.add_argument("--head", required=True, help="the study the paper reports")
     n.add_argument("--title", default="specproof", help="the paper's title")
@@ -471,55 +488,63 @@ def _paper_parsers(sub) -> None:
     n.add_argument("--benchmarks", default="benchmarks/results",
                    help="benchmark tables (<name>.json beside <name>.md); none if absent")
     n.add_argument("--out", default="paper/build/numbers.json", help="the numbers file")
-    n.set_defaults(func=cmd_numbers)
+    return n
 
-    pp = sub.add_parser("paper", formatter_class=HelpFormatter, help="compile the Typst paper")
+
+def _paper_parser(sub) -> argparse.ArgumentParser:
+    pp = _command(sub, "paper", cmd_paper, "compile the Typst paper or a study's report")
     pp.add_argument("--source", default="paper/paper.typ", help="the Typst source")
     pp.add_argument("--numbers", default="paper/build/numbers.json", help="the numbers it cites")
     pp.add_argument("--figures", required=True, help="figures/<set>")
     pp.add_argument("--machine-figures", default="figures/machines",
                     help="the figure comparing machines (used when numbers.json compares two or more)")
-    pp.add_argument("--cited", default="paper/cited.yaml", help="the seeds' figures the text cites")
+    pp.add_argument("--cited", default="paper/cited.yaml",
+                    help="the figures of other work and the benchmark goals the text cites")
     pp.add_argument("--out", default="paper/paper.pdf", help="the PDF")
-    pp.set_defaults(func=cmd_paper)
+    return pp
 
 
-def _manifest_parsers(sub) -> None:
-    fr = sub.add_parser("freeze", formatter_class=HelpFormatter,
-                        help="copy a finished study into manifests/<study>/<machine>/ with hashes")
+def _freeze_parser(sub) -> argparse.ArgumentParser:
+    fr = _command(sub, "freeze", cmd_freeze, "copy a finished study into manifests/<study>/<machine>/ with hashes")
     fr.add_argument("study", help="the study's name")
     fr.add_argument("--machine", help="label of this machine's record set (default: from the CPU model); "
                                       "another label freezes beside the machines already frozen")
     fr.add_argument("--results", default="results", help="where the study's results are")
     fr.add_argument("--manifests", default="manifests", help="where frozen record sets go")
     fr.add_argument("--force", action="store_true", help="replace this machine's frozen set (keeps the old manifest)")
-    fr.add_argument("--studies-dir", help="where study configs live (default config/studies)")
-    fr.set_defaults(func=cmd_freeze)
+    fr.add_argument("--studies-dir", help="where study configs live (default: config/studies)")
+    return fr
 
-    au = sub.add_parser("audit", formatter_class=HelpFormatter,
-                        help="re-hash frozen studies and recompute every number")
+
+def _audit_parser(sub) -> argparse.ArgumentParser:
+    au = _command(sub, "audit", cmd_audit, "re-hash frozen studies and recompute every number")
     au.add_argument("--studies", nargs="*", default=None, help="the record sets (default: those of --config)")
     au.add_argument("--config", default="config/config.yaml", help="the pipeline config")
     au.add_argument("--manifests", default="manifests", help="frozen record sets")
     au.add_argument("--numbers", default="paper/build/numbers.json", help="the numbers to recompute")
     au.add_argument("--benchmarks", default="benchmarks/results", help="benchmark tables")
-    au.set_defaults(func=cmd_audit)
+    return au
 
-    dr = sub.add_parser("drift", formatter_class=HelpFormatter,
-                        help="compare a rerun study with its frozen manifest")
+
+def _drift_parser(sub) -> argparse.ArgumentParser:
+    dr = _command(sub, "drift", cmd_drift, "compare a rerun study with its frozen manifest")
     dr.add_argument("study", help="the study's name")
     dr.add_argument("--results", required=True, help="where the rerun's results are")
     dr.add_argument("--manifests", default="manifests", help="frozen record sets")
     dr.add_argument("--out", required=True, help="the drift report")
-    dr.set_defaults(func=cmd_drift)
+    return dr
+
+
+# in the order ``specproof --help`` lists them
+SUBCOMMANDS = (_decode_parser, _advise_parser, _stage_parser, _figures_parser, _machines_figure_parser,
+               _numbers_parser, _paper_parser, _freeze_parser, _audit_parser, _drift_parser)
 
 
 def build_parser() -> argparse.ArgumentParser:
     p = Parser(prog="specproof", description=DESCRIPTION, formatter_class=HelpFormatter)
-    p.add_argument("--version", action="version", version=version())
+    p.add_argument("--version", action="version", version=version(), help="print specproof's version and exit")
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for add in (_decode_parser, _advise_parser, _stage_parser, _figure_parsers, _paper_parsers,
-                _manifest_parsers):
+    for add in SUBCOMMANDS:
         add(sub)
     return p
 
