@@ -130,6 +130,8 @@ FLAGS = [
      "--out: {tmp}/file/figs: {tmp}/file is a file"),
     ("numbers-out-is-dir", ["numbers", "--studies", "x", "--head", "x", "--out", "{tmp}/dir"],
      "--out: {tmp}/dir: is a directory, expected a file"),
+    ("drift-out-is-dir", ["drift", "x", "--results", "{tmp}/dir", "--out", "{tmp}/dir"],
+     "--out: {tmp}/dir: is a directory, expected a file"),
     ("machines-figure-mismatch", ["machines-figure", "--sets", "a", "b", "--records", "{tmp}/dir", "--out", "{tmp}/f.pdf"],
      "--records: give one record directory per --sets entry"),
 ]

@@ -363,8 +363,9 @@ def cmd_audit(a) -> int:
 
 
 def cmd_drift(a) -> int:
+    from .limits import output_file
     from .publish.manifests import drift
-    drift(a.study, Path(a.results), Path(a.manifests), Path(a.out))
+    drift(a.study, Path(a.results), Path(a.manifests), output_file(a.out, "--out"))
     print(f"{a.out}: written")
     return 0
 
