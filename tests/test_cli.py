@@ -42,7 +42,7 @@ def test_hub_id_is_refused_not_downloaded():
 
 
 def test_k_below_one():
-    assert_one_line_error(run_cli("decode", "--k", "0"), "K must be >= 1")
+    assert_one_line_error(run_cli("decode", "--k", "0"), "--k: must be an integer from 1 to 64")
 
 
 def test_empty_prompt():
@@ -81,19 +81,19 @@ def test_decode_json_on_mock_pair():
 @pytest.mark.parametrize("value", ["nan", "inf", "-1"])
 def test_temperature_must_be_finite_and_non_negative(value):
     res = run_cli("decode", "--target-backend", "mock", "--draft-backend", "mock", "--temperature", value)
-    assert_one_line_error(res, "temperature must be a finite number >= 0")
+    assert_one_line_error(res, "--temperature: must be a finite number from 0 to 100")
     assert "loading" not in res.stderr  # refused before any model loads
 
 
 def test_repeats_below_one_is_refused_before_loading():
     res = run_cli("decode", "--target-backend", "mock", "--draft-backend", "mock", "--repeats", "0")
-    assert_one_line_error(res, "--repeats must be >= 1")
+    assert_one_line_error(res, "--repeats: must be an integer from 1 to 1,000")
     assert "loading" not in res.stderr
 
 
 def test_advise_refuses_a_non_finite_temperature():
     assert_one_line_error(run_cli("advise", "--target-backend", "mock", "--draft-backend", "mock",
-                                  "--temperature", "nan"), "temperature must be a finite number")
+                                  "--temperature", "nan"), "--temperature: must be a finite number")
 
 
 def test_finite_json_turns_nan_into_null():

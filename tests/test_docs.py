@@ -95,9 +95,9 @@ def _env() -> dict:
     return env
 
 
-def _run(args: list[str], timeout: int = 300) -> subprocess.CompletedProcess:
+def _run(args: list[str], timeout: int = 300, stdin: str | None = None) -> subprocess.CompletedProcess:
     res = subprocess.run([str(a) for a in args], cwd=ROOT, capture_output=True, text=True,
-                         env=_env(), timeout=timeout)
+                         env=_env(), timeout=timeout, input=stdin)
     if res.returncode != 0:
         raise AssertionError(f"{shlex.join(map(str, args))} exited {res.returncode}:\n"
                              + res.stdout[-3000:] + res.stderr[-3000:])
@@ -183,6 +183,17 @@ def _decoded(*extra: str, needs_qwen: bool = False, json_out: bool = False) -> H
             out = json.loads(res.stdout)
             assert {"speedup", "acceptance_by_position", "text"} <= set(out)
     return How("models", f"run with the real models, {' '.join(extra)} appended", check, models=True)
+
+
+def _piped(*extra: str, models: bool = False) -> How:
+    """``<producer> | specproof ...``: the producer run by bash, what it prints the
+    command's stdin, ``extra`` appended to the command."""
+    def check(cmd: str, tmp: Path) -> None:
+        producer, command = cmd.split(" | ", 1)
+        parse(command)
+        _run([*_argv(command), *extra], timeout=1800, stdin=_run(["bash", "-c", producer]).stdout)
+    what = f"the producer's output piped into it, {' '.join(extra)} appended"
+    return How("models" if models else "stdin", what, check, models=models)
 
 
 def _dry(check: Callable[[str], None] | None = None, venv_tmp: bool = False) -> How:
@@ -276,6 +287,11 @@ EXERCISED: dict[str, list[How]] = {
     # docs/cli.md
     ".venv/bin/specproof --help": [RUN],
     ".venv/bin/specproof decode --help": [RUN],
+    ".venv/bin/specproof --version": [RUN],
+    ".venv/bin/specproof decode --prompt-file ~/prompts/long-function.py --max-new-tokens 256": [
+        _parsed()],  # the reader's file; tests/test_cli_usage.py reads a prompt file
+    "printf 'def fib(n):\\n' | .venv/bin/specproof decode --prompt - --draft-backend ngram": [
+        _piped("--target-backend", "mock", *SIZE), _piped(*SIZE, models=True)],
     ".venv/bin/specproof decode --target-backend llama --target-model ~/models/qwen2.5-1.5b-q8_0.gguf "
     "--draft-backend llama --draft-model ~/models/qwen2.5-0.5b-q4_k_m.gguf": [_parsed()],  # the reader's files
     ".venv/bin/specproof decode --target-backend hf --target-model ~/models/Llama-3.2-1B --device cuda "
@@ -352,6 +368,33 @@ def test_cli_md_names_every_subcommand_and_option():
                 continue
             assert any(f"`{n}" in section for n in names), \
                 f"docs/cli.md: specproof {name}: {names[0]} is not described"
+
+
+def test_cli_md_names_the_options_of_specproof_itself():
+    from specproof.cli import build_parser
+    text = (ROOT / "docs" / "cli.md").read_text()
+    for action in build_parser()._actions:
+        if action.option_strings and "--help" not in action.option_strings:
+            assert any(f"`{n}" in text or f"specproof {n}" in text for n in action.option_strings), \
+                f"docs/cli.md: specproof {action.option_strings[0]} is not described"
+
+
+def test_cli_md_bounds_are_those_of_limits():
+    """The table of bounds in docs/cli.md: each flag's row shows the low and the high
+    bound of ``specproof.limits.LIMITS`` (the least positive temperature too)."""
+    from specproof.cli import flag
+    from specproof.limits import LIMITS, MIN_TEMPERATURE
+    section = _section((ROOT / "docs" / "cli.md").read_text(), "## Errors and bounds")
+    rows = [line for line in section.splitlines() if line.startswith("| `--")]
+    for field, bound in LIMITS.items():
+        row = next((r for r in rows if r.startswith(f"| `{flag(field)}`")), None)
+        assert row is not None, f"docs/cli.md: no row for {flag(field)} in the table of bounds"
+        shown = set(re.findall(r"-?\d+(?:,\d{3})*(?:\.\d+)?", row.split("|")[3]))
+        fmt = ",d" if bound.integer else "g"
+        wanted = {format(int(b) if bound.integer else b, fmt) for b in (bound.low, bound.high)}
+        if field == "temperature":
+            wanted.add(format(MIN_TEMPERATURE, "g"))
+        assert wanted <= shown, f"docs/cli.md: {flag(field)}: bounds {sorted(wanted)}, the table shows {row}"
 
 
 def _slug(heading: str) -> str:

@@ -60,8 +60,9 @@ def job_blocks(res) -> list[dict]:
 
 @pytest.fixture(scope="module")
 def study(tmp_path_factory):
-    """tiny-mock run once to its report, in a temporary tree with its own studies dir."""
-    base = tmp_path_factory.mktemp("wf")
+    """tiny-mock run once to its report, in a temporary tree with its own studies dir; the
+    tree's path holds a space, so every path in every shell line must stay one argument."""
+    base = tmp_path_factory.mktemp("wf space")
     shutil.copytree(STUDIES, base / "studies")
     (base / "config.yaml").write_text(yaml.safe_dump(
         {"studies": ["tiny-mock"], "study": "tiny-mock", "paper": {"title": "workflow test"}}))
@@ -84,6 +85,15 @@ def test_study_runs_split_jobs_and_gathers(study):
     assert not micro[["role", "name", "B"]].duplicated().any()
     assert set(pd.read_parquet(d / "reference.parquet")["target"]) == {"mock-a", "mock-b"}
     assert "Nothing to be done" in (r := snakemake(study, "-n", "study")).stdout + r.stderr
+
+
+def test_paths_with_a_space_stay_one_argument(study):
+    """Unquoted, ``tee {log}`` would split the log's path at the space and write a stray
+    file beside the tree; quoted, each stage's log lands in the results directory."""
+    assert " " in study.name
+    assert not list(study.parent.glob(study.name.split(" ")[0]))
+    logs = study / "results" / "tiny-mock" / "logs"
+    assert (logs / "prompts.log").is_file() and (logs / "runs" / "mock-a+mock-d.log").is_file()
 
 
 def test_editing_one_k_replans_the_stages_that_read_the_config(study):
@@ -163,7 +173,7 @@ def test_a_greedy_only_study_runs_to_a_report(study):
 
 @pytest.mark.parametrize("case,expect", [
     ("nosuch", "unknown study 'nosuch': no {base}/studies/nosuch.yaml"),
-    ("bad", "{base}/studies/bad.yaml: field grid.0.k.0: 0 is less than the minimum of 1"),
+    ("bad", "{base}/studies/bad.yaml: field grid.0.k.0: must be an integer from 1 to 64 (got 0)"),
     ("badpair", "{base}/studies/badpair.yaml: field pairs.0.draft: unknown draft 'nope'"),
 ])
 def test_a_bad_study_stops_planning_in_one_line(tmp_path, case, expect):

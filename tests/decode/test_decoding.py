@@ -104,7 +104,7 @@ def test_bad_settings_raise_config_error(mock_pair, bad):
 
 def test_k_below_one_and_empty_prompt_are_refused(mock_pair):
     target, draft = mock_pair
-    with pytest.raises(ConfigError, match="K must be >= 1"):
+    with pytest.raises(ConfigError, match="K: must be an integer from 1 to 64"):
         make_policy("fixed", 0)
     with pytest.raises(ConfigError, match="empty prompt"):
         decode_target_only(target, [], DecodeSettings())

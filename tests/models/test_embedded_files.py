@@ -3,6 +3,7 @@ are concatenated in part order, the result is checked by size and sha256 before 
 a missing part or a wrong file is one line naming the package and the expected hash.
 No model is loaded: the packages are made here, small."""
 import hashlib
+import struct
 import subprocess
 import sys
 
@@ -11,7 +12,8 @@ import pytest
 from specproof.errors import ModelFileError
 from specproof.models import files as M
 
-PAYLOAD = [b"GGUF" + b"a" * 60, b"b" * 64, b"c" * 17]
+# a GGUF header with no tensors and no metadata (version 3), then filler
+PAYLOAD = [b"GGUF" + struct.pack("<IQQ", 3, 0, 0) + b"a" * 40, b"b" * 64, b"c" * 17]
 
 
 def _fake(tmp_path, monkeypatch, payload=PAYLOAD, sha=None, size=None):

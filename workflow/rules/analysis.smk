@@ -11,7 +11,7 @@ rule analyze:
     resources:
         mem_mb=2000,
     shell:
-        f"specproof stage analyze --results {RESULTS}/{{wildcards.study}} {TEE}"
+        f"specproof stage analyze --results {results_arg()} {TEE}"
 
 
 rule figures:
@@ -32,7 +32,7 @@ rule figures:
         records=lambda w: records(w.set),
         out=lambda w: f"{FIGURES}/{w.set}",
     shell:
-        "specproof figures --records {params.records} --out {params.out} > {log} 2>&1"
+        "specproof figures --records {params.records:q} --out {params.out:q} > {log:q} 2>&1"
 
 
 rule machines_figure:
@@ -54,7 +54,7 @@ rule machines_figure:
         records=[records(s) for s in head_machines()],
         out=lambda w, output: str(Path(output[0]).parent),
     shell:
-        "specproof machines-figure --sets {params.sets} --records {params.records} --out {params.out} > {log} 2>&1"
+        "specproof machines-figure --sets {params.sets:q} --records {params.records:q} --out {params.out:q} > {log:q} 2>&1"
 
 
 rule numbers:
@@ -78,6 +78,6 @@ rule numbers:
         results=RESULTS,
         benchmarks=BENCHMARKS,
     shell:
-        "specproof numbers --studies {params.studies} --head {params.head} --title {params.title:q} "
-        "--manifests {params.manifests} --results {params.results} --benchmarks {params.benchmarks} "
-        "--out {output} > {log} 2>&1"
+        "specproof numbers --studies {params.studies:q} --head {params.head:q} --title {params.title:q} "
+        "--manifests {params.manifests:q} --results {params.results:q} --benchmarks {params.benchmarks:q} "
+        "--out {output:q} > {log:q} 2>&1"

@@ -1,3 +1,4 @@
+import shlex
 import sys
 from functools import cache
 from pathlib import Path
@@ -155,16 +156,23 @@ def job_out(stage, name):
     return f"{RESULTS}/{{study}}/jobs/{stage}/{{part}}/{name}"
 
 
-# Each stage's progress (tqdm, on stderr) goes to the terminal and to its log file.
-TEE = "2>&1 | tee {log}"
+# Each stage's progress (tqdm, on stderr) goes to the terminal and to its log file. Every
+# path in a shell line is quoted ({x:q}), so that results or model directories may hold spaces.
+TEE = "2>&1 | tee {log:q}"
 
 
 def stage_cmd(name, extra=""):
     """The shell line that runs one model-running stage of a study into its results dir;
     the study config reaches it as an argument (the rule's ``input.config``). ``extra``:
     ``--part {wildcards.part}`` for one job of a split stage, ``--gather`` to join them."""
-    return (f"specproof stage {name} --config {{input.config}} --model-dir {MODEL_DIR} "
-            f"--results {RESULTS}/{{wildcards.study}} {extra} {TEE}")
+    return (f"specproof stage {name} --config {{input.config:q}} --model-dir {shlex.quote(MODEL_DIR)} "
+            f"--results {results_arg()} {extra} {TEE}")
+
+
+def results_arg():
+    """``--results``' value in a shell line: the study's results directory, quoted so that
+    a path with spaces stays one argument (a study name never holds one)."""
+    return f"{shlex.quote(RESULTS)}/{{wildcards.study}}"
 
 
 if "study" in config:  # the study `snakemake study` runs: a bad one stops planning here

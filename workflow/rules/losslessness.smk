@@ -37,7 +37,7 @@ rule qualification_job:
         mem_mb=model_mem_mb,
         gres=model_gres,
     shell:
-        stage_cmd("qualification", "--part {wildcards.part}")
+        stage_cmd("qualification", "--part {wildcards.part:q}")
 
 
 rule qualification:
@@ -164,7 +164,7 @@ rule level1:
     resources:
         mem_mb=1000,
     shell:
-        f"specproof stage level1 --seed {{params.seed}} --results {RESULTS}/{{wildcards.study}} {TEE}"
+        f"specproof stage level1 --seed {{params.seed}} --results {results_arg()} {TEE}"
 
 
 rule level2:
@@ -181,7 +181,7 @@ rule level2:
     resources:
         mem_mb=1000,
     shell:
-        f"specproof stage level2 --seed {{params.seed}} --results {RESULTS}/{{wildcards.study}} {TEE}"
+        f"specproof stage level2 --seed {{params.seed}} --results {results_arg()} {TEE}"
 
 
 rule calibration:

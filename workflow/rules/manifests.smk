@@ -12,8 +12,8 @@ rule audit:
         manifests=MANIFESTS,
         benchmarks=BENCHMARKS,
     shell:
-        "specproof audit --studies {params.studies} --manifests {params.manifests} "
-        "--numbers {params.numbers} --benchmarks {params.benchmarks} 2>&1 | tee {log}"
+        "specproof audit --studies {params.studies:q} --manifests {params.manifests:q} "
+        "--numbers {params.numbers:q} --benchmarks {params.benchmarks:q} 2>&1 | tee {log:q}"
 
 
 rule drift:
@@ -32,8 +32,8 @@ rule drift:
         results=lambda w: f"{RESULTS}/{w.study}",
         manifests=MANIFESTS,
     shell:
-        "specproof drift {wildcards.study} --results {params.results} --manifests {params.manifests} "
-        "--out {output} > {log} 2>&1"
+        "specproof drift {wildcards.study} --results {params.results:q} --manifests {params.manifests:q} "
+        "--out {output:q} > {log:q} 2>&1"
 
 
 rule study_numbers:
@@ -55,9 +55,9 @@ rule study_numbers:
         manifests=MANIFESTS,
     shell:
         "specproof numbers --studies {wildcards.study} --head {wildcards.study} "
-        "--title 'specproof report: {wildcards.study}' --manifests {params.manifests} "
-        "--results {params.results} --benchmarks {params.benchmarks} "
-        "--out {output} > {log} 2>&1"
+        "--title 'specproof report: {wildcards.study}' --manifests {params.manifests:q} "
+        "--results {params.results:q} --benchmarks {params.benchmarks:q} "
+        "--out {output:q} > {log:q} 2>&1"
 
 
 rule study_report:
@@ -78,8 +78,8 @@ rule study_report:
     params:
         figures=lambda w: f"{FIGURES}/{w.study}",
     shell:
-        "specproof paper --source {input.source} --numbers {input.numbers} --figures {params.figures} "
-        "--cited {input.cited} --out {output} > {log} 2>&1"
+        "specproof paper --source {input.source:q} --numbers {input.numbers:q} --figures {params.figures:q} "
+        "--cited {input.cited:q} --out {output:q} > {log:q} 2>&1"
 
 
 rule study:

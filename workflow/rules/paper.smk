@@ -22,5 +22,5 @@ rule paper:
         figures=lambda w, input: str(Path(input.figures[0]).parent),
         machines=lambda w, input: str(Path(input.machines if input.machines else input.figures[0]).parent),
     shell:
-        "specproof paper --source {input.source} --numbers {input.numbers} --figures {params.figures} "
-        "--machine-figures {params.machines} --cited {input.cited} --out {output} > {log} 2>&1"
+        "specproof paper --source {input.source:q} --numbers {input.numbers:q} --figures {params.figures:q} "
+        "--machine-figures {params.machines:q} --cited {input.cited:q} --out {output:q} > {log:q} 2>&1"

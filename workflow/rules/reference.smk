@@ -14,7 +14,7 @@ rule reference_job:
         mem_mb=model_mem_mb,
         gres=model_gres,
     shell:
-        stage_cmd("reference", "--part {wildcards.part}")
+        stage_cmd("reference", "--part {wildcards.part:q}")
 
 
 rule reference:

@@ -21,7 +21,7 @@ rule runs_job:
         gres=model_gres,
         timed=1,
     shell:
-        stage_cmd("runs", "--part {wildcards.part}")
+        stage_cmd("runs", "--part {wildcards.part:q}")
 
 
 rule runs:
@@ -58,7 +58,7 @@ rule micro_job:
         gres=model_gres,
         timed=1,
     shell:
-        stage_cmd("micro", "--part {wildcards.part}")
+        stage_cmd("micro", "--part {wildcards.part:q}")
 
 
 rule micro:

@@ -15,6 +15,8 @@ from typing import Any
 
 import numpy as np
 
+from ..errors import ConfigError
+
 
 @dataclass
 class BackendInfo:
@@ -72,6 +74,12 @@ class Backend(ABC):
         path = getattr(self, "path", None)
         return f"{self.name}:{path.name}" if path is not None else self.name
 
+    @property
+    def max_context(self) -> int | None:
+        """Positions the cache can hold (llama: n_ctx; hf: the model's position count);
+        None: unbounded, as the mock's."""
+        return None
+
     def chat_prompt(self, instruction: str) -> str:
         """The instruction rendered with the model's chat template (identity if none)."""
         return instruction
@@ -81,6 +89,10 @@ class Backend(ABC):
         (prefill and drafting need only that, and skip the other rows' LM head)."""
         if not ids:
             raise ValueError("forward() needs at least one token")
+        limit = self.max_context
+        if limit is not None and self.length + len(ids) > limit:
+            raise ConfigError(f"{self.label}: context of {self.length + len(ids):,} positions "
+                              f"exceeds its {limit:,}")
         logits = self._forward(ids, last_only)
         self.length += len(ids)
         return logits

@@ -17,8 +17,6 @@ One speculative round (propose -> verify -> accept -> commit), as in Leviathan e
 """
 from __future__ import annotations
 
-import math
-
 import time
 from dataclasses import dataclass
 
@@ -27,6 +25,7 @@ import numpy as np
 from .backend import Backend
 from .drafters import Drafter, Proposal
 from ..errors import ConfigError
+from ..limits import check, check_context
 from .policies import FixedPolicy, Policy, RoundObservation
 from .sampling import Sampler
 from .trace import RoundRecord, RunResult
@@ -44,10 +43,12 @@ class DecodeSettings:
     stop_at_eos: bool = True
 
     def validate(self) -> None:
-        if self.max_new_tokens < 1:
-            raise ConfigError(f"max_new_tokens must be >= 1 (got {self.max_new_tokens})")
-        if not math.isfinite(self.temperature) or self.temperature < 0:
-            raise ConfigError(f"temperature must be a finite number >= 0 (got {self.temperature})")
+        """The bounds of ``limits`` (the CLI's and the study's); seeds are derived inside
+        a study, so any non-negative one is taken here."""
+        check("max_new_tokens", self.max_new_tokens, "max_new_tokens")
+        check("temperature", self.temperature, "temperature")
+        if self.seed < 0:
+            raise ConfigError(f"seed: must be >= 0 (got {self.seed})")
         if self.verify_mode not in VERIFY_MODES:
             raise ConfigError(f"verify_mode must be one of {VERIFY_MODES} (got {self.verify_mode!r})")
 
@@ -84,9 +85,16 @@ class _Stopper:
         return kept
 
 
-def _check_prompt(prompt_ids: list[int]) -> None:
+def _check_prompt(prompt_ids: list[int], settings: DecodeSettings | None = None,
+                  *backends: Backend | None) -> None:
+    """A prompt to condition on that fits, with ``settings.max_new_tokens``, into every
+    backend's context: refused before the run, not when a forward call overflows."""
     if not prompt_ids:
         raise ConfigError("empty prompt: nothing to condition on")
+    for b in backends:
+        if b is not None and settings is not None:
+            check_context(b.label, f"{b.label}'s context", len(prompt_ids),
+                          settings.max_new_tokens, b.max_context)
 
 
 def _prefill(target: Backend, prompt_ids: list[int]) -> None:
@@ -100,7 +108,7 @@ def decode_target_only(target: Backend, prompt_ids: list[int],
                        settings: DecodeSettings) -> RunResult:
     """Plain autoregressive decoding: one target call per token."""
     settings.validate()
-    _check_prompt(prompt_ids)
+    _check_prompt(prompt_ids, settings, target)
     sampler, rng = Sampler(settings.temperature), target_rng(settings.seed)
     t0 = now()
     _prefill(target, prompt_ids)
@@ -209,7 +217,7 @@ def decode_speculative(target: Backend, drafter: Drafter, prompt_ids: list[int],
     ``Sampler(settings.temperature)``. The certificate's calibration passes a planted
     violation here to check that the test rejects it."""
     settings.validate()
-    _check_prompt(prompt_ids)
+    _check_prompt(prompt_ids, settings, target, getattr(drafter, "backend", None))
     policy = policy or FixedPolicy(4)
     sampler = sampler or Sampler(settings.temperature)
     rng = target_rng(settings.seed)

@@ -404,8 +404,8 @@ def make_policy(name: str, k: int) -> Policy:
     """``fixed``, ``hf_confidence`` and ``llama_pmin`` draft at most K per round;
     ``adaptive`` and ``guard`` search 1..K; ``hf_heuristic`` starts at K."""
     from ..errors import ConfigError
-    if k < 1:
-        raise ConfigError(f"K must be >= 1 (got {k})")
+    from ..limits import check
+    check("k", k, "K")
     factories = {"fixed": FixedPolicy, "hf_heuristic": HFHeuristicPolicy,
                  "hf_confidence": HFConfidencePolicy, "llama_pmin": LlamaPMinPolicy,
                  "adaptive": lambda k: AdaptivePolicy(k_max=k, k_start=k),

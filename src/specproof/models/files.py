@@ -18,7 +18,9 @@ Derived and assembled files live in the model directory, passed as an argument
 from __future__ import annotations
 
 import importlib.util
+import json
 import re
+import struct
 from collections import Counter
 from dataclasses import dataclass
 from importlib import metadata
@@ -26,6 +28,7 @@ from pathlib import Path
 
 from ..errors import ModelFileError
 from ..records import sha256_file
+from .ggufheader import GGUFHeader, read_header
 
 GGUF_MAGIC = b"GGUF"
 _SMOLLM2_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
@@ -125,8 +128,8 @@ def assembled(name: str, directory: Path | None = None) -> Path:
                 with open(chunk, "rb") as src:
                     while block := src.read(1 << 24):
                         dst.write(block)
-        check_gguf(tmp)
         try:
+            check_gguf(tmp)
             check_assembled(tmp, model, name)
         except ModelFileError:
             tmp.unlink()
@@ -245,11 +248,38 @@ def resolve(spec: str, model_dir: Path | None = None) -> Path:
     raise ModelFileError(f"{spec}: model path does not exist")
 
 
-def check_gguf(path: Path) -> None:
+def check_gguf(path: Path) -> GGUFHeader:
+    """The header of the GGUF file ``path``; a ModelFileError where it is not a GGUF file,
+    its header is corrupt, or the file is shorter than its tensors need (truncated)."""
     with open(path, "rb") as fh:
         magic = fh.read(4)
     if magic != GGUF_MAGIC:
         raise ModelFileError(f"{path}: not a GGUF file (magic bytes {magic!r}, expected b'GGUF')")
+    try:
+        header = read_header(path)
+    except (struct.error, OverflowError, MemoryError):
+        raise ModelFileError(f"{path}: not a readable GGUF file (its header is cut short or corrupt)") from None
+    except ValueError as exc:
+        raise ModelFileError(f"{path}: not a readable GGUF file ({exc})") from None
+    if header.size < header.data_end:
+        raise ModelFileError(f"{path}: truncated GGUF file: {header.size:,} bytes, its header "
+                             f"describes {header.data_end:,}")
+    return header
+
+
+def context_length(path: Path) -> int | None:
+    """Positions the model at ``path`` was trained for: a GGUF's ``<arch>.context_length``,
+    an HF directory's ``max_position_embeddings`` (of its text config, if nested); None
+    where not recorded."""
+    path = Path(path)
+    if path.is_file():
+        return check_gguf(path).context_length
+    try:
+        config = json.loads((path / "config.json").read_text())
+    except (OSError, ValueError):
+        return None
+    value = config.get("max_position_embeddings", (config.get("text_config") or {}).get("max_position_embeddings"))
+    return value if isinstance(value, int) and value > 0 else None
 
 
 _SHA_CACHE: dict[tuple[str, int, int], str] = {}

@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import ConfigError, ModelFileError
-from .files import file_record, model_dir, sha256
+from .files import context_length, file_record, model_dir, sha256
 from ..decode.backend import Backend, BackendInfo
 
 DTYPES = ("float32", "float16", "bfloat16")
@@ -88,6 +88,7 @@ class HFBackend(Backend):
         self._cache_cls = DynamicCache
         self.cache = DynamicCache(config=self.model.config)
         self._vocab = int(self.model.get_output_embeddings().weight.shape[0])
+        self._positions = context_length(self.source)
         eos = self.model.generation_config.eos_token_id
         if eos is None:
             eos = self.tokenizer.eos_token_id
@@ -101,6 +102,12 @@ class HFBackend(Backend):
             raise ConfigError("device 'mps' requested but torch sees no MPS device")
         if device not in ("cpu", "mps") and not device.startswith("cuda"):
             raise ConfigError(f"hf device must be cpu, cuda[:n] or mps (got {device!r})")
+
+    @property
+    def max_context(self) -> int | None:
+        """The model's position count (config ``max_position_embeddings``): past it a
+        RoPE model runs on silently, with outputs that mean nothing."""
+        return self._positions
 
     def encode(self, text: str) -> list[int]:
         return list(self.tokenizer.encode(text, add_special_tokens=False))

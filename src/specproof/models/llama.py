@@ -72,6 +72,7 @@ class LlamaCppBackend(Backend):
 
     @property
     def max_context(self) -> int:
+        """llama.cpp's n_ctx (``Backend.forward`` refuses to overflow it)."""
         return self.settings["n_ctx"]
 
     def encode(self, text: str) -> list[int]:
@@ -89,9 +90,6 @@ class LlamaCppBackend(Backend):
         return fmt(messages=[{"role": "user", "content": instruction}]).prompt
 
     def _forward(self, ids: list[int], last_only: bool) -> np.ndarray:
-        if self.length + len(ids) > self.settings["n_ctx"]:
-            raise ConfigError(f"context of {self.length + len(ids)} tokens exceeds n_ctx="
-                              f"{self.settings['n_ctx']}; raise n_ctx in the study config")
         out = np.empty((1 if last_only else len(ids), self._vocab), dtype=np.float32)
         step = self.settings["n_batch"]
         for start in range(0, len(ids), step):

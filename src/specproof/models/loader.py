@@ -10,21 +10,53 @@ of the spec: a study's comes from ``Study.model_dir`` (the stage's ``--model-dir
 """
 from __future__ import annotations
 
-from collections.abc import Iterator
+import re
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from ..decode.backend import Backend
 from ..decode.drafters import Drafter, ModelDrafter, NGramDrafter
 from ..errors import ConfigError
-from .files import resolve
+from ..limits import check_all
+from .files import context_length, resolve
 
 BACKENDS = ("hf", "llama", "mock")
 _PROBE_TEXT = "def fibonacci(n):\n    return n if n < 2 else fibonacci(n - 1) + fibonacci(n - 2)  # café"
 
 
+def preflight(spec: dict, model_dir: Path | None = None,
+              where: Callable[[str], str] | None = None) -> tuple[Path | None, int | None]:
+    """Check a model spec before anything loads: its settings within ``limits``, its model
+    file (resolved; a GGUF's header read whole, so a truncated file is refused here), a
+    llama n_ctx within the model's context length. Returns (model path, positions the
+    backend will hold); (None, None) for a mock or an n-gram draft. ``where(field)`` names a
+    field in errors (default: the model and the field)."""
+    kind = spec.get("backend")
+    if kind == "mock" or ngram_drafter(spec) is not None:
+        return None, None
+    if kind not in BACKENDS:
+        raise ConfigError(f"backend must be one of {BACKENDS} (got {kind!r})")
+    if not spec.get("model"):
+        raise ConfigError(f"{kind} backend needs a model (embedded:<name> or a local path)")
+    where = where or (lambda field: f"model {spec['model']}: field {field}")
+    check_all(spec, where)
+    if kind == "hf" and not re.fullmatch(r"cpu|mps|cuda(:[0-9]+)?", str(spec.get("device", "cpu"))):
+        raise ConfigError(f"{where('device')}: must be cpu, cuda[:n] or mps (got {spec['device']!r})")
+    path = resolve(str(spec["model"]), model_dir=model_dir)
+    trained = context_length(path)
+    if kind != "llama":
+        return path, trained
+    n_ctx = spec.get("n_ctx", 2048)
+    if trained is not None and n_ctx > trained:
+        raise ConfigError(f"{where('n_ctx')}: {n_ctx:,} is more than the {trained:,} positions "
+                          f"{path.name} was trained for")
+    return path, n_ctx
+
+
 def load_backend(spec: dict, model_dir: Path | None = None) -> Backend:
-    """The backend ``spec`` names; embedded models derived on first use go to ``model_dir``
-    (default ``~/.cache/specproof/models``); ``threads`` is passed to the backend."""
+    """The backend ``spec`` names, checked first (``preflight``); embedded models derived
+    on first use go to ``model_dir`` (default ``~/.cache/specproof/models``); ``threads``
+    is passed to the backend."""
     kind = spec.get("backend")
     if kind == "mock":
         from .mock import MockBackend
@@ -33,9 +65,7 @@ def load_backend(spec: dict, model_dir: Path | None = None) -> Backend:
         return MockBackend(**{k: spec[k] for k in keys if k in spec})
     if kind not in BACKENDS:
         raise ConfigError(f"backend must be one of {BACKENDS} (got {kind!r})")
-    if not spec.get("model"):
-        raise ConfigError(f"{kind} backend needs a model (embedded:<name> or a local path)")
-    path = resolve(str(spec["model"]), model_dir=model_dir)
+    path, _ = preflight(spec, model_dir)
     if kind == "hf":
         from .hf import HFBackend
         return HFBackend(path, device=spec.get("device", "cpu"), dtype=spec.get("dtype", "float32"),

@@ -13,6 +13,7 @@ from pathlib import Path
 import yaml
 
 from ..errors import ConfigError
+from ..limits import check, check_all
 from ..records import sha256_file
 
 ROOT = Path(__file__).resolve().parents[3]  # the checkout (prompt files named relative to it)
@@ -159,6 +160,32 @@ def study_path(name: str, studies: Path | None = None) -> Path:
     return Path(studies or STUDIES) / f"{name}.yaml"
 
 
+# the study's fields that ``limits`` bounds: section -> {study field: limits field}
+LIMITED = {"settings": {"max_new_tokens": "max_new_tokens", "seed": "seed", "threads": "threads",
+                        "repetitions": "repeats"},
+           "micro": {"repeats": "repeats"},
+           "qualification": {"k": "k", "repetitions": "repeats"}}
+
+
+def check_limits(data: dict, path: Path) -> None:
+    """The bounds of ``limits`` (those of the CLI's flags) on every run setting of a
+    study that passed the schema: ``LIMITED``, non-mock models, the grid's K and
+    temperatures (finite: YAML's .inf and .nan are numbers to the schema)."""
+    for section, fields in LIMITED.items():
+        values = data.get(section, {})
+        for field, limit in fields.items():
+            if values.get(field) is not None:
+                check(limit, values[field], f"{path}: field {section}.{field}")
+    for group in ("targets", "drafts"):
+        for name, spec in data.get(group, {}).items():
+            if spec.get("backend") not in (None, "mock"):
+                check_all(spec, lambda field: f"{path}: field {group}.{name}.{field}")
+    for i, block in enumerate(data["grid"]):
+        for key in ("k", "temperature"):
+            for j, value in enumerate(block[key]):
+                check(key, value, f"{path}: field grid.{i}.{key}.{j}")
+
+
 def load_study(name_or_path: str | Path, studies: Path | None = None) -> Study:
     """A study by file path, or by name from ``studies`` (default config/studies)."""
     path = Path(name_or_path)
@@ -169,6 +196,7 @@ def load_study(name_or_path: str | Path, studies: Path | None = None) -> Study:
             raise ConfigError(f"unknown study {name_or_path!r}: no {path} (known: {known})")
     data = load_yaml(path)
     validate(data, "study.schema.yaml", path)
+    check_limits(data, path)
     if path.stem != data["name"]:
         raise ConfigError(f"{path}: field name: {data['name']!r} differs from the file name {path.stem!r}")
     for i, pair in enumerate(data["pairs"]):
