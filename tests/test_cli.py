@@ -78,6 +78,17 @@ def test_decode_json_on_mock_pair():
     assert out["ids_equal_target_only"] is True and out["new_tokens"] == 20
 
 
+def test_decode_repeats_print_each_pairs_speedup_and_json_records_them_with_the_cpu_share():
+    args = ("decode", "--target-backend", "mock", "--draft-backend", "mock", "--k", "2", "--max-new-tokens", "8",
+            "--prompt", "hello", "--repeats", "3")
+    res = run_cli(*args)
+    assert res.returncode == 0, res.stderr
+    assert "speedup of each A/B pair:" in res.stdout and "over 3 pairs" in res.stdout
+    out = json.loads(run_cli(*args, "--json").stdout)
+    assert len(out["pair_speedups"]) == 3 and all(x > 0 for x in out["pair_speedups"])
+    assert "other_cpu_share" in out
+
+
 @pytest.mark.parametrize("value", ["nan", "inf", "-1"])
 def test_temperature_must_be_finite_and_non_negative(value):
     res = run_cli("decode", "--target-backend", "mock", "--draft-backend", "mock", "--temperature", value)

@@ -10,7 +10,7 @@ import pytest
 
 PKG = Path(__file__).resolve().parents[1] / "src" / "specproof"
 ORDER = ["decode", "models", "study", "evidence", "analysis", "publish", "cli"]
-SHARED = {"errors", "records", "limits"}
+SHARED = {"errors", "records", "limits", "load"}
 TOOLS = {"llama_build": "models"}  # the install-time llama.cpp build helper belongs to the models room
 HEAVY = {"torch", "transformers", "llama_cpp", "matplotlib", "typst"}
 

@@ -206,6 +206,10 @@ def print_decode(out: dict) -> None:
         return
     alpha = ", ".join(num(x) for x in out["acceptance_by_position"])
     print(f"speculative: {num(out['speculative_tokens_per_s'], '.1f')} tok/s  speedup {num(out['speedup'])}x")
+    pairs = out["pair_speedups"]
+    if len(pairs) > 1:  # one prompt's run-to-run noise: no interval over prompts
+        print(f"speedup of each A/B pair: {min(pairs):.2f}x to {max(pairs):.2f}x over {len(pairs)} pairs "
+              f"(one prompt: the spread is run-to-run noise, not an interval over prompts)")
     print(f"mean accepted per round {num(out['mean_accepted'])}; acceptance by position [{alpha}]")
     if out["ids_equal_target_only"] is not None:
         print(f"ids equal target-only: {out['ids_equal_target_only']}")

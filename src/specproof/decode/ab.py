@@ -2,7 +2,9 @@
 
 The protocol behind ``specproof decode``: one short warm-up run of each path, then
 ``repeats`` interleaved A/B pairs (so slow drift of the machine hits both paths), the
-speedup as the ratio of median tokens/s, and for the last speculative run the round
+speedup as the ratio of median tokens/s (each pair's own ratio beside it, so the spread
+shows the run-to-run noise; a busy machine is warned about, see ``specproof.load``), and
+for the last speculative run the round
 trace: mean accepted, acceptance by position, the share of decode time in D, replay,
 R and X, and the trace closure.
 """
@@ -15,6 +17,7 @@ from .backend import Backend
 from .decoding import DecodeSettings, decode_speculative, decode_target_only
 from .drafters import Drafter
 from .policies import Policy
+from ..load import warn_if_busy, watch
 
 
 def ab_compare(target: Backend, drafter: Drafter | None, prompt_ids: list[int],
@@ -31,18 +34,21 @@ def ab_compare(target: Backend, drafter: Drafter | None, prompt_ids: list[int],
     if drafter:
         decode_speculative(target, drafter, prompt_ids, warm, policy())
     base_runs, spec_runs = [], []
-    for rep in range(repeats):  # A/B interleaved so drift hits both paths
-        log(f"[{rep + 1}/{repeats}] target-only ...")
-        base_runs.append(decode_target_only(target, prompt_ids, settings))
-        if drafter:
-            log(f"[{rep + 1}/{repeats}] speculative {label} {settings.verify_mode} ...")
-            spec_runs.append(decode_speculative(target, drafter, prompt_ids, settings, policy()))
+    with watch() as w:
+        for rep in range(repeats):  # A/B interleaved so drift hits both paths
+            log(f"[{rep + 1}/{repeats}] target-only ...")
+            base_runs.append(decode_target_only(target, prompt_ids, settings))
+            if drafter:
+                log(f"[{rep + 1}/{repeats}] speculative {label} {settings.verify_mode} ...")
+                spec_runs.append(decode_speculative(target, drafter, prompt_ids, settings, policy()))
+    warn_if_busy("decode", [w.share])
     base = base_runs[-1]
     base_tps = statistics.median(r.tokens_per_s for r in base_runs)
     out = {"target": target.label, "target_backend": target.name, "draft": None,
            **policy_fields, "verify_mode": settings.verify_mode,
            "temperature": settings.temperature, "seed": settings.seed, "prompt_tokens": len(prompt_ids),
-           "new_tokens": base.new_tokens, "target_tokens_per_s": base_tps, "text": base.text}
+           "new_tokens": base.new_tokens, "target_tokens_per_s": base_tps, "text": base.text,
+           "other_cpu_share": w.share}
     if not drafter:
         return out
     spec = spec_runs[-1]
@@ -56,6 +62,8 @@ def ab_compare(target: Backend, drafter: Drafter | None, prompt_ids: list[int],
         if settings.temperature == 0 else None,
         "speculative_tokens_per_s": spec_tps,
         "speedup": spec_tps / base_tps,
+        # each A/B pair's own ratio: their spread is this prompt's run-to-run noise
+        "pair_speedups": [sr.tokens_per_s / br.tokens_per_s for br, sr in zip(base_runs, spec_runs)],
         "mean_accepted": spec.mean_accepted(),
         "acceptance_by_position": spec.acceptance_by_position(),
         "rounds": len(df),

@@ -45,7 +45,7 @@ from ..decode.backend import Backend
 from ..decode.costmodel import (acceptance_by_position, expected_committed, expected_round_ms,
                                 fit_draft_round, loop_round_ms)
 from ..decode.decoding import DecodeSettings, decode_speculative, decode_target_only
-from .load import warn_if_busy, watch
+from ..load import warn_if_busy, watch
 from ..decode.drafters import Drafter, ModelDrafter
 from ..decode.policies import FixedPolicy, Policy
 from ..models.loader import ModelPool

@@ -28,7 +28,7 @@ from ..decode.decoding import DecodeSettings, decode_speculative, decode_target_
 from ..models.loader import ModelPool
 from ..decode.policies import make_policy
 from ..records import seed_from, utc_stamp, write_parquet
-from .load import warn_if_busy, watch
+from ..load import warn_if_busy, watch
 from ..study.config import Study
 from ..decode.trace import RunResult
 from ..study.workloads import prompt_ids

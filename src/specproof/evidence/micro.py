@@ -16,7 +16,7 @@ from tqdm import tqdm
 from ..decode.backend import Backend
 from ..models.loader import ModelPool
 from ..records import write_parquet
-from .load import warn_if_busy, watch
+from ..load import warn_if_busy, watch
 from ..study.config import Study
 from ..study.workloads import prompt_ids
 

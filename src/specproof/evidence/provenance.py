@@ -12,7 +12,7 @@ import sys
 from importlib import metadata
 from pathlib import Path
 
-from .load import load_average, usable_cores
+from ..load import load_average, usable_cores
 
 PACKAGES = ("torch", "transformers", "accelerate", "llama-cpp-python", "numpy", "scipy", "pandas",
             "pyarrow", "gguf", "snakemake", "matplotlib", "typst", "specproof")
@@ -133,7 +133,7 @@ def capture(root: Path | None = None) -> dict:
         "env_threads": {k: os.environ.get(k) for k in ("OMP_NUM_THREADS", "MKL_NUM_THREADS")},
         "energy": energy_counters(),
         # how busy the machine was when the record was taken (1, 5, 15-minute averages);
-        # timed stages record other processes' CPU share per timed block (evidence.load)
+        # timed stages record other processes' CPU share per timed block (specproof.load)
         "load": {"loadavg": load_average(), "usable_cores": usable_cores()},
         "git": git_state(root),
     }

@@ -170,13 +170,13 @@ def setup_numbers(a: StudyAnalysis, rows: Rows) -> None:
     runs("prompts", a.runs["prompt_id"].nunique(), "prompts", "runs.parquet")
     runs("workloads", a.runs["workload"].nunique(), "workloads", "runs.parquet")
     runs("max_new_tokens", cfg["settings"]["max_new_tokens"], "tokens", "provenance.json")
-    if "other_cpu_share" in a.runs:  # sets timed since evidence.load watched each run
-        from ..evidence.load import BUSY_SHARE
+    if "other_cpu_share" in a.runs:  # sets timed since specproof.load watched each run
+        from ..load import BUSY_SHARE
         share = a.runs["other_cpu_share"].dropna()
         runs("watched", len(share), "runs", "runs.parquet")
         runs("busy", int((share > BUSY_SHARE).sum()), "runs", "runs.parquet")
         runs("max_other_cpu_share", float(share.max()) if len(share) else None, "share", "runs.parquet")
-        runs("busy_share", BUSY_SHARE, "share", "src/specproof/evidence/load.py")
+        runs("busy_share", BUSY_SHARE, "share", "src/specproof/load.py")
     rows.at("models")("targets", ", ".join(sorted({str(t.get("model")) for t in cfg["targets"].values()})),
                       "text", "provenance.json")
 

@@ -1,11 +1,11 @@
-"""evidence.load: other processes' CPU time while a block is timed, and the warning."""
+"""specproof.load: other processes' CPU time while a block is timed, and the warning."""
 import subprocess
 import sys
 import time
 
 import pytest
 
-from specproof.evidence.load import BUSY_SHARE, busy_warning, load_average, watch
+from specproof.load import BUSY_SHARE, busy_warning, load_average, watch
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="/proc/stat is Linux's")
