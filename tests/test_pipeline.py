@@ -61,7 +61,7 @@ def test_end_to_end_paper_freeze_audit(tmp_path):
                                                                           "studies: [tiny@m1, tiny@m2]"))
     snakemake(tmp, "all", configfile=two)
     numbers = json.loads((tmp / "paper" / "build" / "numbers.json").read_text())
-    assert numbers["machines.tiny.sets"]["value"] == "tiny@m1,tiny@m2"
+    assert numbers["machines.tiny.sets"]["value"] == ["tiny@m1", "tiny@m2"]
     assert (tmp / "figures" / "machines" / "verify_cost_machines.png").is_file()
     changed = [k for k in numbers if k.startswith("machines.tiny.") and k.endswith("changed")]
     assert changed and not any(numbers[k]["value"] for k in changed)  # identical records: nothing changed

@@ -46,3 +46,11 @@ def test_the_paper_never_splits_a_key_label_or_pair_name():
     code = [line.split("//")[0] for line in (ROOT / "paper" / "paper.typ").read_text().splitlines()
             if not line.startswith("#let fixed(")]  # number formatting splits a number's digits
     assert not [line for line in code if re.search(r"\.split\(|\bpart\(", line)]
+
+
+def test_the_report_never_splits_a_key_label_or_pair_name():
+    """The generic per-study report selects rows by field too: no id is split into its parts
+    (number formatting splits a number's digits), and no row is found by scanning ids."""
+    code = [line.split("//")[0] for line in (ROOT / "workflow" / "report" / "report.typ").read_text().splitlines()
+            if not line.startswith("#let fixed(")]
+    assert not [line for line in code if re.search(r"\.split\(|\bpart\(|\.keys\(\)", line)]
