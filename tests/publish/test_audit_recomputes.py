@@ -17,6 +17,7 @@ from specproof.analysis.analyze import analyze, stage_analyze
 from specproof.analysis.summaries import RAW_RECORDS, recompute
 from specproof.errors import SpecproofError
 from specproof.evidence.stages import SEEDED, STAGES
+from specproof.publish.audit_anchors import LEGACY_SETS
 from specproof.publish.manifests import (FORMAT_RECORDS, MANIFEST_FORMAT, OPTIONAL, audit, freeze,
                                          manifest_sha256, set_dir)
 from specproof.publish.numbers import study_numbers
@@ -229,10 +230,11 @@ def test_the_cli_prints_the_one_line_and_exits_2(copy):
     assert "orders.id.null_rejection_rate" in res.stderr and "calibration.parquet" in res.stderr
 
 
-def test_a_set_frozen_before_the_raw_records_is_audited_against_its_summaries(copy):
+def test_a_set_frozen_before_the_raw_records_is_audited_against_its_summaries(copy, monkeypatch):
     """Such a set (format 1, as the cpu-smollm2 sets in manifests/ are: its manifest records
-    no format and lists none of the newer raw records) still analyzes and audits; the audit
-    names it, and says how many numbers it could only check against a summary, per file."""
+    no format and lists none of the newer raw records), when it is one of the legacy sets the
+    audit lists by manifest sha256, still analyzes and audits; the audit names it, and says
+    how many numbers it could only check against a summary, per file. Unlisted, it fails."""
     d = set_dir(copy / "manifests", SET)
     # the earlier form of the seal held the sealed predictions inside prediction_seal.json
     doc, seal = read_json(d / "predictions.json"), read_json(d / "prediction_seal.json")
@@ -246,6 +248,10 @@ def test_a_set_frozen_before_the_raw_records_is_audited_against_its_summaries(co
     manifest["files"]["prediction_seal.json"]["sha256"] = sha256_file(d / "prediction_seal.json")
     write_json(manifest, d / "manifest.json")
     numbers = write_numbers(copy / "manifests", copy / "numbers.json")
+    with pytest.raises(SpecproofError, match=r"manifest\.json: field files lacks calibration_power\.parquet "
+                                             r"\(manifest format 1\).*not one of the legacy sets"):
+        run_audit(copy)
+    monkeypatch.setitem(LEGACY_SETS, manifest_sha256(copy / "manifests", SET), SET)
     report = run_audit(copy)
     line = next(x for x in report if "checked only against a summary" in x)
     # 3 detectable TVs (id, rank, whole rule); level1: 3; level2: 4; P_matched, P_total and

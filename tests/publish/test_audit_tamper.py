@@ -208,3 +208,223 @@ def test_the_whole_audit_unaided_catches_a_flipped_certificate(copy, capsys):
     rehash(copy)
     line = audit_line(copy, capsys)
     assert all(name in line for name in names), line
+
+
+# ---------------------------------------------------------------- times, seals, identities (red-team attacks)
+
+def _shift(stamp, **delta):
+    import pandas as pd
+    return (pd.Timestamp(stamp) + pd.Timedelta(**delta)).isoformat()
+
+
+def _first_reserved_start(d):
+    doc = read_json(d / "predictions.json")
+    runs, q = read_parquet(d / "runs.parquet"), read_parquet(d / "qualification.parquet")
+    return min(t[t["prompt_id"].isin(doc["reserved_prompts"])]["started_at"].min() for t in (runs, q))
+
+
+def _seal_after_reserved(d):
+    """a03a: the predictions sealed after the reserved runs began (before the freeze)."""
+    late = _shift(_first_reserved_start(d), seconds=1)
+    edit_json(d / "prediction_seal.json", lambda s: s.update(sealed_at=late))
+    return {"prediction.sealed_before_reserved_runs": 0}, \
+        ["prediction_seal.json", "field sealed_at", "not before the first reserved run's started_at"]
+
+
+def _reference_sealed_late(d):
+    """a03b: the reference sealed after the predictions (the chain reversed)."""
+    late = _shift(read_json(d / "prediction_seal.json")["sealed_at"], seconds=1)
+    edit_json(d / "reference.seal.json", lambda s: s.update(sealed_at=late))
+    return {}, ["prediction_seal.json: field sealed_at", "is before", "reference.seal.json: field sealed_at"]
+
+
+def _runs_shifted(d):
+    """a03b: every started_at moved 3 h later (past a late seal): after the freeze."""
+    for name in ("runs.parquet", "qualification.parquet", "prediction_live.parquet"):
+        t = read_parquet(d / name)
+        t["started_at"] = t["started_at"].map(lambda s: _shift(s, hours=3))
+        write_parquet(t, d / name)
+    return {}, ["field started_at", "after the set was frozen", "field created"]
+
+
+def _run_order(d):
+    """Two reserved runs of one pair given each other's start times."""
+    doc, runs = read_json(d / "predictions.json"), read_parquet(d / "runs.parquet")
+    live = runs[runs["prompt_id"].isin(doc["reserved_prompts"])].sort_values("order")
+    first = live[live["pair"] == live["pair"].iloc[0]].index[:2]
+    runs.loc[first, "started_at"] = list(runs.loc[first[::-1], "started_at"])
+    write_parquet(runs, d / "runs.parquet")
+    return {}, ["runs.parquet", f"row {first[1]}, field started_at", "field order"]
+
+
+def _provenance(d):
+    """a04: the machine in provenance.json changed (the manifest's git and hash kept true)."""
+    edit_json(d / "provenance.json", lambda p: p["cpu"].update(model="Intel(R) Xeon(R) Platinum 8480+"))
+    return {}, ["reference.seal.json", "field provenance_sha256", "provenance.json"]
+
+
+def _prompts(d):
+    """a08: a prompt deleted from prompts.jsonl."""
+    lines = (d / "prompts.jsonl").read_text().splitlines(keepends=True)
+    (d / "prompts.jsonl").write_text("".join(lines[1:]))
+    return {}, ["provenance.json", "field prompts_sha256", "prompts.jsonl"]
+
+
+def _pit_uniform(d):
+    """a12: u, u_rank, u_ratio replaced by evenly spaced quantiles (a perfect certificate)."""
+    import numpy as np
+    pit = read_parquet(d / "pit.parquet")
+    rng = np.random.default_rng(0)
+    for col in ("u", "u_rank", "u_ratio"):
+        pit[col] = rng.permutation((np.arange(len(pit)) + 0.5) / len(pit))
+    write_parquet(pit, d / "pit.parquet")
+    return {}, ["pit.parquet", "field u", "cdf_below"]
+
+
+def _pit_rank(d):
+    """u_rank alone moved outside what its V and p(x) allow."""
+    pit = read_parquet(d / "pit.parquet")
+    pit.loc[0, "u_rank"] = pit.loc[0, "u"] - pit.loc[0, "cdf_below"] + 1.0
+    write_parquet(pit, d / "pit.parquet")
+    return {}, ["pit.parquet", "row 0, field u_rank"]
+
+
+def _tokens_per_s(d):
+    """a14: the speculative runs' tokens_per_s doubled, decode_ns and the rounds untouched."""
+    runs = read_parquet(d / "runs.parquet")
+    runs.loc[runs["path"] == "speculative", "tokens_per_s"] *= 2
+    write_parquet(runs, d / "runs.parquet")
+    return {}, ["runs.parquet", "field tokens_per_s", "new_tokens / decode_ns"]
+
+
+def _decode_ns(d):
+    """decode_ns and tokens_per_s of a run halved together; its rounds still sum to the old time."""
+    runs = read_parquet(d / "runs.parquet")
+    runs.loc[0, "decode_ns"] //= 2
+    runs.loc[0, "tokens_per_s"] = runs.loc[0, "new_tokens"] / (runs.loc[0, "decode_ns"] / 1e9)
+    write_parquet(runs, d / "runs.parquet")
+    return {}, ["runs.parquet", "row 0, field decode_ns", "round_ns"]
+
+
+def _downgrade(d):
+    """a09: the newer raw records deleted (the seal folded back into its earlier form), so
+    the set reads as format 1 and its numbers would come from editable summaries."""
+    from specproof.publish.manifests import OPTIONAL
+    from specproof.records import canonical_json, sha256_text
+    doc, seal = read_json(d / "predictions.json"), read_json(d / "prediction_seal.json")
+    write_json({**doc, "predictions_sha256": sha256_text(canonical_json(doc["predictions"])),
+                "sealed_at": seal["sealed_at"]}, d / "prediction_seal.json")
+    manifest = read_json(d / "manifest.json")
+    for name in OPTIONAL:
+        (d / name).unlink()
+        del manifest["files"][name]
+    write_json(manifest, d / "manifest.json")
+    return {}, ["manifest.json", "field files lacks calibration_power.parquet", "(manifest format 1)",
+                "not one of the legacy sets"]
+
+
+@pytest.mark.parametrize("tamper", [_seal_after_reserved, _reference_sealed_late, _runs_shifted, _run_order,
+                                    _provenance, _prompts, _pit_uniform, _pit_rank, _tokens_per_s, _decode_ns,
+                                    _downgrade], ids=lambda f: f.__name__.strip("_"))
+def test_a_raw_record_unlike_its_seals_times_or_identities_fails_the_audit(copy, capsys, cached, tamper):
+    """Checked before the analysis, so the cached one of the untouched set never serves."""
+    edits, names = tamper(set_dir(copy / "manifests", SET))
+    rehash(copy, edits)
+    line = audit_line(copy, capsys)
+    assert all(name in line for name in names), line
+
+
+def test_an_edited_legacy_set_is_no_longer_legacy(tmp_path, capsys):
+    """a10: a format-1 set's summary edited and the manifest re-hashed: its manifest's sha256
+    is no longer a legacy set's, so its missing raw records are an error."""
+    legacy = "cpu-smollm2@xeon-avx512"
+    d = set_dir(tmp_path / "manifests", legacy)
+    shutil.copytree(set_dir(ROOT / "manifests", legacy), d)
+    edit_json(d / "level1.json", lambda l1: l1.update(max_exact_error=1e-9))
+    edit_json(d / "manifest.json", lambda m: m["files"]["level1.json"].update(
+        sha256=sha256_file(d / "level1.json"), bytes=(d / "level1.json").stat().st_size))
+    write_json({}, tmp_path / "numbers.json")
+    rc = main(["audit", "--studies", legacy, "--manifests", str(tmp_path / "manifests"),
+               "--numbers", str(tmp_path / "numbers.json"), "--benchmarks", str(tmp_path / "none")])
+    err = capsys.readouterr().err
+    assert rc == 2 and err.count("\n") == 1 and "xeon-avx512/manifest.json" in err \
+        and "not one of the legacy sets" in err, err
+
+
+def test_a_number_row_of_no_audited_set_fails_the_audit(copy, capsys, cached):
+    """a11: a row under a set the audit was not given is recomputed from nothing."""
+    numbers = read_json(copy / "numbers.json")
+    numbers["paper-qwen@epyc-avx512.best.x.speedup"] = {"value": 3.0, "unit": "x", "source": "runs.parquet"}
+    write_json(numbers, copy / "numbers.json")
+    line = audit_line(copy, capsys)
+    assert "paper-qwen@epyc-avx512.best.x.speedup: in numbers.json but recomputed from no audited" in line, line
+
+
+@pytest.mark.parametrize("metric,value", [("title", "Speculative decoding pays 2x"), ("study", "cpu-smollm2@epyc-avx2"),
+                                          ("frozen", False)])
+def test_a_changed_paper_row_fails_the_audit(copy, cached, metric, value):
+    """a11: paper.* rows are recomputed from the config the audit is given."""
+    import yaml
+    from specproof.errors import SpecproofError
+    from specproof.publish.audit_anchors import paper_numbers
+    from specproof.publish.manifests import audit
+    config = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())
+    config["studies"] = [SET]
+    (copy / "config.yaml").write_text(yaml.safe_dump(config))
+    numbers = read_json(copy / "numbers.json")
+    rows, note = paper_numbers([SET], copy / "manifests", copy / "config.yaml")
+    assert note is None and set(rows) == {"paper.title", "paper.study", "paper.frozen"}
+    write_json({**numbers, **rows}, copy / "numbers.json")
+    audit([SET], copy / "manifests", copy / "numbers.json", ROOT / "benchmarks" / "results", copy / "config.yaml")
+    rows[f"paper.{metric}"]["value"] = value
+    write_json({**numbers, **rows}, copy / "numbers.json")
+    with pytest.raises(SpecproofError, match=rf"numbers\.json: paper\.{metric}: numbers\.json has"):
+        audit([SET], copy / "manifests", copy / "numbers.json", ROOT / "benchmarks" / "results", copy / "config.yaml")
+
+
+def _bench_copy(tmp: Path) -> Path:
+    bench = tmp / "bench"
+    shutil.copytree(ROOT / "benchmarks" / "results", bench)
+    return bench
+
+
+def test_a_benchmark_table_edited_apart_from_its_json_fails_the_audit(copy, capsys, cached):
+    """a06: target_only.md's cells edited and the JSON's table_sha256 set to match."""
+    from specproof.records import sha256_text
+    bench = _bench_copy(copy)
+    md = (bench / "target_only.md").read_text()
+    forged = md.replace("| 1.03 ", "| 1.53 ", 1).replace("- ", "- By a wide margin: ", 1)
+    assert forged != md
+    (bench / "target_only.md").write_text(forged)
+    edit_json(bench / "target_only.json", lambda j: j.update(table_sha256=sha256_text(forged)))
+    rc = main(["audit", "--studies", SET, "--manifests", str(copy / "manifests"),
+               "--numbers", str(copy / "numbers.json"), "--benchmarks", str(bench)])
+    err = capsys.readouterr().err
+    assert rc == 2 and err.count("\n") == 1 and "target_only.md: differs from the table rendered" in err, err
+
+
+def test_a_stray_benchmark_table_fails_the_audit(copy, capsys, cached):
+    bench = _bench_copy(copy)
+    (bench / "extra.md").write_text("# A table with no JSON\n")
+    rc = main(["audit", "--studies", SET, "--manifests", str(copy / "manifests"),
+               "--numbers", str(copy / "numbers.json"), "--benchmarks", str(bench)])
+    err = capsys.readouterr().err
+    assert rc == 2 and err.count("\n") == 1 and "extra.md: a benchmark table with no extra.json" in err, err
+
+
+def test_a_manifest_unlike_the_committed_one_fails_the_audit(copy, capsys, cached):
+    """The anchor: in a git checkout, a set's manifest.json must be the committed one."""
+    import subprocess
+    git = lambda *a: subprocess.run(["git", "-C", str(copy), "-c", "user.name=t", "-c", "user.email=t@t", *a],
+                                    check=True, capture_output=True)
+    git("init", "-q")
+    git("add", "manifests")
+    git("commit", "-q", "-m", "frozen")
+    rehash(copy)  # unchanged: still the committed manifest
+    assert main(["audit", "--studies", SET, "--manifests", str(copy / "manifests"), "--numbers",
+                 str(copy / "numbers.json"), "--benchmarks", str(ROOT / "benchmarks" / "results")]) == 0
+    assert f"{SET}: manifest.json is the committed one" in capsys.readouterr().out
+    edit_json(set_dir(copy / "manifests", SET) / "manifest.json", lambda m: m.update(note="re-frozen"))
+    rehash(copy)
+    line = audit_line(copy, capsys)
+    assert "manifest.json: manifest.json differs from the committed one" in line, line

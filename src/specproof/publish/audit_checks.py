@@ -20,6 +20,8 @@ import pandas as pd
 
 from ..errors import SpecproofError
 from ..records import read_json, read_parquet
+from .audit_anchors import (check_legacy, check_pit_bounds, check_run_timings, check_seal_hashes,
+                            check_time_chain)
 from .manifests import FORMAT_RECORDS, MANIFEST_FORMAT, OPTIONAL, split_set
 
 # the numbers each record is needed for, named when the record is missing
@@ -55,7 +57,8 @@ def manifest_format(manifest: dict) -> tuple[int, str]:
 
 def check_records(manifest: dict, dest: Path) -> int:
     """Every record the manifest's format holds is listed (a missing raw record is an
-    error, never a silent fall-back to a summary), and no record the analysis would read
+    error, never a silent fall-back to a summary), a set lacking any record of the current
+    format is one of the legacy sets (``audit_anchors.LEGACY_SETS``), and no record the analysis would read
     lies in the set unlisted (unhashed). Returns the format."""
     fmt, how = manifest_format(manifest)
     if fmt not in FORMAT_RECORDS:
@@ -66,6 +69,7 @@ def check_records(manifest: dict, dest: Path) -> int:
         if name not in listed:
             raise SpecproofError(f"{dest / name}: missing from a set of manifest format {fmt} ({how}), "
                                  f"which holds it; {NEEDED_FOR.get(name, 'numbers')} are computed from it")
+    check_legacy(dest, fmt, [f for f in FORMAT_RECORDS[MANIFEST_FORMAT] if f not in listed])
     for name in FORMAT_RECORDS[MANIFEST_FORMAT]:
         if name not in listed and (dest / name).exists():
             raise SpecproofError(f"{dest / name}: not listed in {dest / 'manifest.json'} (unhashed), "
@@ -253,15 +257,21 @@ def _same(x, y, where: str = "") -> bool:
 
 
 def audit_records(set_id: str, manifest: dict, dest: Path):
-    """Everything above for one set, cheapest first: records, provenance, Q's stored flags
-    and P's copied ids (against the sealed reference and predictions), then the analysis
-    and the derived files. Returns (the set's analysis, report lines)."""
+    """Everything above for one set, cheapest first: records, provenance (and the seals'
+    hashes of it and of the prompts), the chain of recorded times, Q's stored flags and P's
+    copied ids (against the sealed reference and predictions), the identities of every run
+    and PIT row, then the analysis and the derived files. Returns (the set's analysis,
+    report lines)."""
     from ..analysis.analyze import analyze
     from ..records import check_seal
     fmt = check_records(manifest, dest)
     check_provenance(manifest, dest, set_id)
+    check_seal_hashes(dest)
+    check_time_chain(dest, manifest)
     check_qualification_q(dest, check_seal(dest / "reference.parquet", dest / "reference.seal.json"))
     check_prediction_live(dest)
+    check_run_timings(dest)
+    check_pit_bounds(dest)
     a = analyze(dest)
     check_derived(dest, a, fmt)
     line = format_line(set_id, manifest)

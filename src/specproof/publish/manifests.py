@@ -162,50 +162,102 @@ def manifest_sha256(manifests: Path, set_id: str) -> str | None:
     return sha256_file(path) if path.is_file() else None
 
 
+DEFAULT_CONFIG = Path("config/config.yaml")  # the audit command's --config default
+
+
 def audit(studies: list[str], manifests: Path, numbers_path: Path,
-          benchmarks: Path | None = None) -> list[str]:
-    """Re-hash every frozen file, check each set's records (``audit_checks``: the records
-    its manifest format holds, provenance against the manifest, stored Q and copied P ids
-    against the ids, every summary and derived file against its recomputation), and
-    recompute every number from the frozen raw records (and the benchmark tables' numbers
-    from their JSON, checked against their .md); error naming the first mismatch. Returns a
-    line per check passed, the sets frozen before some raw records were written, and per
-    set how many numbers came from a stage summary because the set holds no raw record for
-    them."""
-    from .audit_checks import audit_records
-    from .benchtables import bench_numbers
-    from .numbers import machine_numbers, study_numbers, summary_only
+          benchmarks: Path | None = None, config: Path | None = DEFAULT_CONFIG) -> list[str]:
+    """Re-hash every frozen file, compare each manifest with the committed one (in a git
+    checkout), check each set's records (``audit_checks``: the records its manifest format
+    holds, provenance and seals, the chain of recorded times, stored Q and copied P ids,
+    every summary and derived file against its recomputation), and recompute every row of
+    numbers.json: each set's from its frozen raw records, the cross-machine ones, the
+    benchmark tables' from their JSON (checked against their .md), the paper's from
+    ``config`` (its title where that config lists these studies); a row recomputed from
+    none of them is an error, as is the first mismatch. Returns a line per check passed,
+    the sets frozen before some raw records were written, and per set how many numbers
+    came from a stage summary because the set holds no raw record for them."""
+    from .numbers import machine_numbers
     numbers = read_json(numbers_path)
-    report = []
-    analyses, shas = {}, {}
+    report, analyses, shas, recomputed = [], {}, {}, {}
     for set_id in studies:
-        if not is_frozen(manifests, set_id):
-            raise SpecproofError(f"{set_dir(manifests, set_id) / 'manifest.json'}: record set {set_id!r} is not frozen")
-        manifest = verify_hashes(manifests, set_id)
-        report.append(f"{set_id}: {len(manifest['files'])} frozen files match their sha256")
-        analyses[set_id], lines = audit_records(set_id, manifest, set_dir(manifests, set_id))
+        analyses[set_id], shas[set_id], rows, lines = _audit_set(set_id, manifests, numbers, numbers_path)
+        recomputed.update(rows)
         report += lines
-        report.append(f"{set_id}: provenance, stored Q and P ids, and every summary and derived file "
-                      "match their recomputation from the raw records")
-        shas[set_id] = manifest_sha256(manifests, set_id)
-        recomputed = study_numbers(analyses[set_id], shas[set_id], prefix=set_id)
-        _check(numbers, recomputed, f"{set_id}.", numbers_path)
-        report.append(f"{set_id}: {len(recomputed)} numbers recomputed from frozen records match {numbers_path}")
-        copied = summary_only(recomputed)
-        report.append(f"{set_id}: {sum(copied.values())} of them checked only against a summary, the set "
-                      "holding no raw record for them" + (": " + ", ".join(
-                          f"{n} from {name}" for name, n in sorted(copied.items())) if copied else ""))
-    recomputed = machine_numbers(analyses, shas)
-    _check(numbers, recomputed, "machines.", numbers_path)
-    if recomputed:
-        report.append(f"machines: {len(recomputed)} cross-machine numbers match {numbers_path}")
+    rows = machine_numbers(analyses, shas)
+    _check(numbers, rows, "machines.", numbers_path)
+    recomputed.update(rows)
+    if rows:
+        report.append(f"machines: {len(rows)} cross-machine numbers match {numbers_path}")
     if benchmarks is not None:
-        recomputed = bench_numbers(benchmarks)
-        _check(numbers, recomputed, "bench.", numbers_path, check_source=False)  # paths as given
-        tables = len({v["source"] for v in recomputed.values()})
-        report.append(f"benchmarks: {len(recomputed)} numbers from {tables} tables in {benchmarks} "
-                      f"match {numbers_path} and their sha256")
+        rows, line = _audit_bench(Path(benchmarks), numbers, numbers_path)
+        recomputed.update(rows)
+        report.append(line)
+    rows, line = _audit_paper(studies, manifests, config, numbers, numbers_path)
+    recomputed.update(rows)
+    report.append(line)
+    _check_all_recomputed(numbers, recomputed, numbers_path)
+    report.append(f"numbers: all {len(numbers)} rows of {numbers_path} recomputed")
     return report
+
+
+def _audit_set(set_id: str, manifests: Path, numbers: dict, numbers_path: Path):
+    """(analysis, manifest sha256, recomputed rows, report lines) of one frozen set."""
+    from .audit_anchors import committed_manifest_line
+    from .audit_checks import audit_records
+    from .numbers import study_numbers, summary_only
+    if not is_frozen(manifests, set_id):
+        raise SpecproofError(f"{set_dir(manifests, set_id) / 'manifest.json'}: record set {set_id!r} is not frozen")
+    manifest = verify_hashes(manifests, set_id)
+    report = [f"{set_id}: {len(manifest['files'])} frozen files match their sha256",
+              committed_manifest_line(set_dir(manifests, set_id), set_id)]
+    analysis, lines = audit_records(set_id, manifest, set_dir(manifests, set_id))
+    report += lines
+    report.append(f"{set_id}: provenance, seals, recorded times, stored Q and P ids, and every summary and "
+                  "derived file match their recomputation from the raw records")
+    sha = manifest_sha256(manifests, set_id)
+    recomputed = study_numbers(analysis, sha, prefix=set_id)
+    _check(numbers, recomputed, f"{set_id}.", numbers_path)
+    report.append(f"{set_id}: {len(recomputed)} numbers recomputed from frozen records match {numbers_path}")
+    copied = summary_only(recomputed)
+    report.append(f"{set_id}: {sum(copied.values())} of them checked only against a summary, the set "
+                  "holding no raw record for them" + (": " + ", ".join(
+                      f"{n} from {name}" for name, n in sorted(copied.items())) if copied else ""))
+    return analysis, sha, recomputed, report
+
+
+def _audit_bench(benchmarks: Path, numbers: dict, numbers_path: Path) -> tuple[dict, str]:
+    """(bench.* rows recomputed from the tables' JSON, report line); each .md is the
+    table rendered from its JSON."""
+    from .audit_anchors import check_bench_tables
+    from .benchtables import bench_numbers
+    rows = bench_numbers(benchmarks)
+    check_bench_tables(benchmarks)
+    _check(numbers, rows, "bench.", numbers_path, check_source=False)  # paths as given
+    tables = len({v["source"] for v in rows.values()})
+    return rows, (f"benchmarks: {len(rows)} numbers from {tables} tables in {benchmarks} match "
+                  f"{numbers_path} and their sha256; each .md is the table its JSON renders")
+
+
+def _audit_paper(studies, manifests: Path, config, numbers: dict, numbers_path: Path) -> tuple[dict, str]:
+    """(paper.* rows recomputed, report line). A title that cannot be recomputed (no
+    config listing these studies) is taken as numbers.json has it, and the line says so;
+    numbers.json without paper.* rows (a study's numbers alone) is named, not an error."""
+    from .audit_anchors import paper_numbers
+    if not any(k.startswith("paper.") for k in numbers):
+        return {}, f"paper: {numbers_path} holds no paper.* rows"
+    rows, note = paper_numbers(studies, manifests, config)
+    if note and "paper.title" in numbers:
+        rows["paper.title"] = numbers["paper.title"]
+    _check(numbers, rows, "paper.", numbers_path)
+    return rows, f"paper: {len(rows)} rows match {numbers_path}" + (f"; {note}" if note else f" and {config}")
+
+
+def _check_all_recomputed(numbers: dict, recomputed: dict, numbers_path: Path) -> None:
+    extra = sorted(set(numbers) - set(recomputed))
+    if extra:
+        raise SpecproofError(f"{numbers_path}: {extra[0]}: in numbers.json but recomputed from no audited "
+                             f"record set, benchmark table or config ({len(extra)} such rows)")
 
 
 def _check(numbers: dict, recomputed: dict, prefix: str, numbers_path: Path,

@@ -1,0 +1,262 @@
+"""What ties a frozen record set to the outside and its records to one another, checked by
+the audit beside ``audit_checks``: the sets allowed to lack raw records (the legacy sets,
+by their manifest's sha256), the seals' hashes of provenance.json and prompts.jsonl, the
+chain of self-reported times (provenance captured, reference sealed, predictions sealed,
+reserved runs started, manifest created), identities every run and PIT row holds by
+construction, the benchmark tables against their JSON, the paper's own rows, and the
+manifest against the committed one. A failure is one ``SpecproofError`` line naming the
+file and the field (or row) at fault.
+"""
+from __future__ import annotations
+
+import datetime as dt
+import math
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from ..errors import SpecproofError
+from ..records import read_json, read_parquet, sha256_file
+
+# The frozen sets written before the stages wrote their OPTIONAL raw records, by the sha256
+# of their manifest.json: the only sets whose numbers may come from stage summaries. Any
+# other set lacking a raw record (a format-2 set with its newer records deleted, or one of
+# these with its summaries edited and re-hashed) is an error.
+LEGACY_SETS = {
+    "20a559fce0d94e82594450921ff0353bb586c5dfb58c94316fdd3b6113498a8e": "cpu-smollm2@xeon-avx512",
+    "dd2cbd2d9e189727a6f11ae9e429882cfdb20ff02c78e60e27e7f9237d2af5e6": "cpu-smollm2@epyc-avx2",
+}
+PIT_TOL = 1e-9  # float tolerance of a PIT value's bounds
+TPS_REL = 1e-6  # relative tolerance of tokens_per_s against new_tokens / decode time
+
+
+def check_legacy(dest: Path, fmt: int, lacks: list[str]) -> None:
+    """A set lacking raw records (``lacks``, of manifest format ``fmt``) must be one of
+    ``LEGACY_SETS``, its manifest.json unchanged since it was frozen."""
+    if not lacks:
+        return
+    digest = sha256_file(dest / "manifest.json")
+    if digest not in LEGACY_SETS:
+        raise SpecproofError(
+            f"{dest / 'manifest.json'}: field files lacks {lacks[0]} (manifest format {fmt}), and the "
+            f"manifest (sha256 {digest[:12]}) is not one of the legacy sets frozen before the raw "
+            "records were written; only those may have numbers from summaries")
+
+
+def check_seal_hashes(dest: Path) -> None:
+    """reference.seal.json's provenance_sha256 is the sha256 of provenance.json, and
+    provenance.json's prompts_sha256 the sha256 of prompts.jsonl."""
+    prov_sha = sha256_file(dest / "provenance.json")
+    sealed = read_json(dest / "reference.seal.json").get("provenance_sha256")
+    if sealed != prov_sha:
+        raise SpecproofError(f"{dest / 'reference.seal.json'}: field provenance_sha256 is {str(sealed)[:12]}, "
+                             f"the sha256 of provenance.json is {prov_sha[:12]}")
+    prompts_sha = sha256_file(dest / "prompts.jsonl")
+    recorded = read_json(dest / "provenance.json").get("prompts_sha256")
+    if recorded != prompts_sha:
+        raise SpecproofError(f"{dest / 'provenance.json'}: field prompts_sha256 is {str(recorded)[:12]}, "
+                             f"the sha256 of prompts.jsonl is {prompts_sha[:12]}")
+
+
+def parsed_time(value, where: str) -> dt.datetime:
+    """An ISO time (UTC when it names no zone), or an error naming ``where``."""
+    try:
+        t = dt.datetime.fromisoformat(str(value))
+    except ValueError:
+        raise SpecproofError(f"{where} is {value!r}, not an ISO time") from None
+    return t if t.tzinfo else t.replace(tzinfo=dt.timezone.utc)
+
+
+def run_starts(dest: Path) -> list[tuple[str, pd.DataFrame]]:
+    """(file, table) of every live-run table holding ``started_at``."""
+    out = []
+    for name in ("runs.parquet", "qualification.parquet", "prediction_live.parquet"):
+        if (dest / name).is_file():
+            table = read_parquet(dest / name)
+            if "started_at" in table:
+                out.append((name, table))
+    return out
+
+
+def check_time_chain(dest: Path, manifest: dict) -> None:
+    """provenance captured_at <= reference.seal sealed_at <= prediction_seal sealed_at <
+    the first reserved run's started_at; reserved runs started in their recorded order;
+    every time <= the manifest's created."""
+    from ..evidence.prediction import load_sealed
+    chain = [(f"{dest / 'provenance.json'}: field captured_at", read_json(dest / "provenance.json").get("captured_at")),
+             (f"{dest / 'reference.seal.json'}: field sealed_at", read_json(dest / "reference.seal.json").get("sealed_at")),
+             (f"{dest / 'prediction_seal.json'}: field sealed_at", read_json(dest / "prediction_seal.json").get("sealed_at"))]
+    times = [(where, parsed_time(v, where)) for where, v in chain]
+    for (w0, t0), (w1, t1) in zip(times, times[1:]):
+        if t1 < t0:
+            raise SpecproofError(f"{w1} ({t1.isoformat()}) is before {w0} ({t0.isoformat()}); provenance "
+                                 "is captured, then the reference sealed, then the predictions")
+    doc, _ = load_sealed(dest / "predictions.json", dest / "prediction_seal.json")
+    tables = run_starts(dest)
+    first = first_reserved(dest, tables, doc.get("reserved_prompts") or [])
+    if first is not None and not times[-1][1] < first[1]:
+        raise SpecproofError(f"{times[-1][0]} ({times[-1][1].isoformat()}) is not before the first reserved "
+                             f"run's started_at ({first[0]}, {first[1].isoformat()}); predictions must be sealed first")
+    check_run_order(dest, tables, doc.get("reserved_prompts") or [])
+    created = parsed_time(manifest.get("created"), f"{dest / 'manifest.json'}: field created")
+    check_before_created(dest, times, tables, created)
+
+
+def first_reserved(dest: Path, tables, reserved: list[str]) -> tuple[str, dt.datetime] | None:
+    """(where, time) of the earliest started_at of a live run on a reserved prompt."""
+    best = None
+    for name, table in tables:
+        rows = table[table["prompt_id"].isin(reserved)]["started_at"].dropna()
+        for i, v in rows.items():
+            t = parsed_time(v, f"{dest / name}: row {i}, field started_at")
+            if best is None or t < best[1]:
+                best = (f"{name} row {i}", t)
+    return best
+
+
+def check_run_order(dest: Path, tables, reserved: list[str]) -> None:
+    """runs.parquet's reserved runs of each pair (one job each) started in their
+    recorded ``order``."""
+    runs = dict(tables).get("runs.parquet")
+    if runs is None or "order" not in runs:
+        return
+    live = runs[runs["prompt_id"].isin(reserved) & runs["started_at"].notna()].sort_values("order")
+    for _, group in live.groupby("pair", sort=False):
+        stamps = [parsed_time(v, f"{dest / 'runs.parquet'}: row {i}, field started_at") for i, v in group["started_at"].items()]
+        for (i0, t0), (i1, t1) in zip(zip(group.index, stamps), zip(group.index[1:], stamps[1:])):
+            if t1 < t0:
+                raise SpecproofError(
+                    f"{dest / 'runs.parquet'}: row {i1}, field started_at ({t1.isoformat()}) is before that of "
+                    f"row {i0} ({t0.isoformat()}), which field order puts first")
+
+
+def check_before_created(dest: Path, times, tables, created: dt.datetime) -> None:
+    """Every time above and every run's started_at is no later than the manifest's created."""
+    rows = list(times)
+    for name, table in tables:
+        col = table["started_at"].dropna()
+        if len(col):
+            i = col.map(lambda v: parsed_time(v, f"{dest / name}: field started_at")).idxmax()
+            rows.append((f"{dest / name}: row {i}, field started_at", parsed_time(col[i], name)))
+    for where, t in rows:
+        if t > created:
+            raise SpecproofError(f"{where} ({t.isoformat()}) is after the set was frozen "
+                                 f"({dest / 'manifest.json'}: field created, {created.isoformat()})")
+
+
+def check_pit_bounds(dest: Path) -> None:
+    """Every pit.parquet row: cdf_below <= u <= cdf_below + p_token (u = F(x-1) + V p(x));
+    the rank and ratio orders share V, so u_rank - V p(x) and u_ratio - V p(x) (the mass
+    their order puts below x) lie in [0, 1 - p_token]; all within ``PIT_TOL``."""
+    pit = read_parquet(dest / "pit.parquet")
+    if pit.empty:
+        return
+    vp = pit["u"] - pit["cdf_below"]
+    bad = (vp < -PIT_TOL) | (vp > pit["p_token"] + PIT_TOL) | vp.isna()
+    _pit_error(dest, pit, bad, "u", "outside [cdf_below, cdf_below + p_token]")
+    for col in ("u_rank", "u_ratio"):
+        if col in pit:
+            below = pit[col] - vp
+            bad = pit[col].notna() & ((below < -PIT_TOL) | (below > 1 - pit["p_token"] + PIT_TOL))
+            _pit_error(dest, pit, bad, col, f"{col} - (u - cdf_below) outside [0, 1 - p_token]")
+
+
+def _pit_error(dest: Path, pit: pd.DataFrame, bad: pd.Series, col: str, why: str) -> None:
+    if bad.any():
+        i = bad.idxmax()
+        raise SpecproofError(f"{dest / 'pit.parquet'}: row {i}, field {col} is {pit.loc[i, col]!r}: {why} "
+                             f"(cdf_below {pit.loc[i, 'cdf_below']!r}, p_token {pit.loc[i, 'p_token']!r})")
+
+
+def check_run_timings(dest: Path) -> None:
+    """Every run's tokens_per_s is new_tokens / (decode_ns / 1e9) (relative ``TPS_REL``),
+    and its decode_ns the sum of its rounds' round_ns (integers, exactly)."""
+    runs = read_parquet(dest / "runs.parquet")
+    want = runs["new_tokens"] / (runs["decode_ns"] / 1e9)
+    off = ~np.isclose(runs["tokens_per_s"], want, rtol=TPS_REL, atol=0) & (runs["decode_ns"] > 0)
+    if off.any():
+        i = off.idxmax()
+        raise SpecproofError(f"{dest / 'runs.parquet'}: row {i}, field tokens_per_s is {runs.loc[i, 'tokens_per_s']!r}; "
+                             f"new_tokens / decode_ns give {float(want[i])!r}")
+    rounds = read_parquet(dest / "rounds.parquet")
+    total = rounds.groupby("run_id")["round_ns"].sum()
+    have = runs["run_id"].map(total)
+    off = have.notna() & (have != runs["decode_ns"])
+    if off.any():
+        i = off.idxmax()
+        raise SpecproofError(f"{dest / 'runs.parquet'}: row {i}, field decode_ns is {int(runs.loc[i, 'decode_ns'])}; "
+                             f"its rounds' round_ns in rounds.parquet sum to {int(have[i])}")
+
+
+def check_bench_tables(benchmarks: Path) -> int:
+    """Every <name>.md in ``benchmarks`` has its <name>.json and is the table rendered from
+    the JSON's title, command, provenance, header, rows and notes (a JSON null cell is a
+    NaN the strict writer wrote as null). Returns how many tables were checked."""
+    from ..evidence.provenance import summary_line
+    from .benchtables import render_markdown
+    benchmarks = Path(benchmarks)
+    if not benchmarks.is_dir():
+        return 0
+    for md in sorted(benchmarks.glob("*.md")):
+        if not md.with_suffix(".json").is_file():
+            raise SpecproofError(f"{md}: a benchmark table with no {md.with_suffix('.json').name} beside it")
+    for path in sorted(benchmarks.glob("*.json")):
+        r, md = read_json(path), path.with_suffix(".md")
+        if not md.is_file():
+            continue  # read_table names it
+        try:
+            render = lambda rows: render_markdown(r["title"], r["command"], summary_line(r["provenance"]),
+                                                  r["header"], rows, r["notes"])
+            nan_rows = [[math.nan if x is None else x for x in row] for row in r["rows"]]
+            candidates = {render(nan_rows), render(r["rows"])}
+        except (KeyError, TypeError) as exc:
+            raise SpecproofError(f"{path}: field {exc} is missing; the table cannot be rendered") from None
+        if md.read_text() not in candidates:
+            raise SpecproofError(f"{md}: differs from the table rendered from {path.name}'s fields header, rows "
+                                 "and notes (the table was edited apart from its data)")
+    return len(list(benchmarks.glob("*.json")))
+
+
+def committed_manifest_line(dest: Path, set_id: str) -> str:
+    """The manifest.json against the committed one (git show HEAD:<path>): an error when
+    they differ; a report line saying it matched, or why it could not be compared."""
+    path = dest / "manifest.json"
+    git = lambda *args: subprocess.run(["git", "-C", str(dest), *args], capture_output=True)
+    try:
+        tracked = git("ls-files", "--error-unmatch", "manifest.json")
+    except OSError:
+        return f"{set_id}: not compared with a committed manifest (git is not available)"
+    if tracked.returncode != 0:
+        return f"{set_id}: not compared with a committed manifest ({path} is not tracked in a git checkout)"
+    committed = git("show", "HEAD:./manifest.json")
+    if committed.returncode != 0:
+        return f"{set_id}: not compared with a committed manifest ({path} is not in HEAD)"
+    import hashlib
+    if hashlib.sha256(committed.stdout).hexdigest() != sha256_file(path):
+        raise SpecproofError(f"{path}: manifest.json differs from the committed one (git show HEAD:{path})")
+    return f"{set_id}: manifest.json is the committed one"
+
+
+def paper_numbers(studies: list[str], manifests: Path, config: Path | None) -> tuple[dict, str | None]:
+    """numbers.json's paper.* rows as ``build_numbers`` writes them: the head study (the
+    first listed, as the workflow's numbers rule passes it), whether it is frozen, and the
+    title from ``config`` when that config lists these studies; else (rows without the
+    title, a note why it was not recomputed)."""
+    from .manifests import is_frozen, manifest_sha256
+    from .numbers import Rows
+    from ..study.config import load_config
+    head = studies[0]
+    rows = Rows(manifest_sha256=manifest_sha256(manifests, head))
+    put = rows.at("paper")
+    note = None
+    cfg = load_config(Path(config)) if config is not None and Path(config).is_file() else None
+    if cfg is not None and list(cfg["studies"]) == list(studies):
+        put("title", cfg.get("paper", {}).get("title", "specproof"), "text", "config/config.yaml")
+    else:
+        note = (f"paper.title not recomputed: {config} " + ("lists other studies" if cfg else "is absent")
+                + " than the audited ones")
+    put("study", head, "text", "config/config.yaml")
+    put("frozen", is_frozen(manifests, head), "text", "config/config.yaml")
+    return rows.out, note
