@@ -166,8 +166,8 @@ def check_pit_bounds(dest: Path) -> None:
 def _pit_error(dest: Path, pit: pd.DataFrame, bad: pd.Series, col: str, why: str) -> None:
     if bad.any():
         i = bad.idxmax()
-        raise SpecproofError(f"{dest / 'pit.parquet'}: row {i}, field {col} is {pit.loc[i, col]!r}: {why} "
-                             f"(cdf_below {pit.loc[i, 'cdf_below']!r}, p_token {pit.loc[i, 'p_token']!r})")
+        raise SpecproofError(f"{dest / 'pit.parquet'}: row {i}, field {col} is {float(pit.loc[i, col])!r}: {why} "
+                             f"(cdf_below {float(pit.loc[i, 'cdf_below'])!r}, p_token {float(pit.loc[i, 'p_token'])!r})")
 
 
 def check_run_timings(dest: Path) -> None:
@@ -178,7 +178,7 @@ def check_run_timings(dest: Path) -> None:
     off = ~np.isclose(runs["tokens_per_s"], want, rtol=TPS_REL, atol=0) & (runs["decode_ns"] > 0)
     if off.any():
         i = off.idxmax()
-        raise SpecproofError(f"{dest / 'runs.parquet'}: row {i}, field tokens_per_s is {runs.loc[i, 'tokens_per_s']!r}; "
+        raise SpecproofError(f"{dest / 'runs.parquet'}: row {i}, field tokens_per_s is {float(runs.loc[i, 'tokens_per_s'])!r}; "
                              f"new_tokens / decode_ns give {float(want[i])!r}")
     rounds = read_parquet(dest / "rounds.parquet")
     total = rounds.groupby("run_id")["round_ns"].sum()
