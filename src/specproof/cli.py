@@ -206,7 +206,7 @@ def print_decode(out: dict) -> None:
         return
     alpha = ", ".join(num(x) for x in out["acceptance_by_position"])
     print(f"speculative: {num(out['speculative_tokens_per_s'], '.1f')} tok/s  speedup {num(out['speedup'])}x")
-    pairs = out["pair_speedups"]
+    pairs = out.get("pair_speedups") or []
     if len(pairs) > 1:  # one prompt's run-to-run noise: no interval over prompts
         print(f"speedup of each A/B pair: {min(pairs):.2f}x to {max(pairs):.2f}x over {len(pairs)} pairs "
               f"(one prompt: the spread is run-to-run noise, not an interval over prompts)")
@@ -314,12 +314,12 @@ def cmd_figures(a) -> int:
 
 
 def cmd_machines_figure(a) -> int:
-    from .limits import output_file
+    from .limits import output_dir
     from .publish.figures import machines_verify_cost
     from .records import read_parquet
     if len(a.sets) != len(a.records):
         raise SpecproofError("--records: give one record directory per --sets entry")
-    out = output_file(a.out, "--out")
+    out = output_dir(a.out, "--out")  # the figure's directory: verify_cost_machines.{pdf,png}
     machines_verify_cost({s.partition("@")[2] or s: read_parquet(Path(r) / "micro.parquet")
                           for s, r in zip(a.sets, a.records)}, out)
     print(f"{a.out}: written")
@@ -360,7 +360,14 @@ def cmd_audit(a) -> int:
     if not studies:
         from .study.config import load_config
         studies = load_config(Path(a.config))["studies"]
-    for line in audit(studies, Path(a.manifests), Path(a.numbers), Path(a.benchmarks)):
+    if a.paper_pdf is not None and a.figures is None:
+        raise ConfigError("--paper-pdf: name the figures it was built with (--figures figures/<set>)")
+    pdf = None if a.paper_pdf is None else {
+        "pdf": Path(a.paper_pdf), "source": Path(a.paper_source), "numbers": Path(a.numbers),
+        "figures": Path(a.figures), "machine_figures": Path(a.machine_figures), "cited": Path(a.cited)}
+    seeds = None if a.seeds is None else Path(a.seeds)
+    for line in audit(studies, Path(a.manifests), Path(a.numbers), Path(a.benchmarks), config=Path(a.config),
+                      cited=Path(a.cited), seeds=seeds, pdf=pdf):
         print(f"audit: {line}")
     print("audit: OK")
     return 0
@@ -528,6 +535,15 @@ def _audit_parser(sub) -> argparse.ArgumentParser:
     au.add_argument("--manifests", default="manifests", help="frozen record sets")
     au.add_argument("--numbers", default="paper/build/numbers.json", help="the numbers to recompute")
     au.add_argument("--benchmarks", default="benchmarks/results", help="benchmark tables")
+    au.add_argument("--cited", default="paper/cited.yaml",
+                    help="the cited figures, each checked against its quoted sentence")
+    au.add_argument("--seeds", default=None, metavar="DIR",
+                    help="the cited sources' files, to check the quotes against (default: not checked)")
+    au.add_argument("--paper-pdf", default=None, metavar="PDF",
+                    help="a built paper to compare byte for byte with its rebuild (default: not compared)")
+    au.add_argument("--paper-source", default="paper/paper.typ", help="the Typst source of --paper-pdf")
+    au.add_argument("--figures", default=None, help="figures/<set> of --paper-pdf")
+    au.add_argument("--machine-figures", default="figures/machines", help="the machines figure of --paper-pdf")
     return au
 
 

@@ -54,3 +54,8 @@ def test_the_report_never_splits_a_key_label_or_pair_name():
     code = [line.split("//")[0] for line in (ROOT / "workflow" / "report" / "report.typ").read_text().splitlines()
             if not line.startswith("#let fixed(")]
     assert not [line for line in code if re.search(r"\.split\(|\bpart\(|\.keys\(\)", line)]
+
+
+def test_a_path_field_cannot_take_the_name_of_a_rows_own_field():
+    with pytest.raises(ValueError, match="name a row's own fields"):
+        Rows("s").at("agreement", source="grid", target="t")

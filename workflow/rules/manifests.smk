@@ -1,4 +1,13 @@
 rule audit:
+    # besides the frozen sets (read by hash, not as inputs): the paper and what it is built
+    # from, compared byte for byte with a rebuild, and the cited figures with their quotes
+    input:
+        pdf=f"{PAPER}/paper.pdf",
+        source=config.get("paper_source", "paper/paper.typ"),
+        cited="paper/cited.yaml",
+        numbers=f"{PAPER}/build/numbers.json",
+        figures=expand(f"{FIGURES}/{{set}}/{{name}}.png", set=head_study(), name=FIGURE_NAMES),
+        machines=f"{FIGURES}/machines/verify_cost_machines.png" if len(head_machines()) > 1 else [],
     log:
         f"{PAPER}/build/audit.log",
     conda:
@@ -8,12 +17,15 @@ rule audit:
         mem_mb=2000,
     params:
         studies=config["studies"],
-        numbers=f"{PAPER}/build/numbers.json",
         manifests=MANIFESTS,
         benchmarks=BENCHMARKS,
+        figures=lambda w, input: str(Path(input.figures[0]).parent),
+        machines=lambda w, input: str(Path(input.machines if input.machines else input.figures[0]).parent),
     shell:
         "specproof audit --studies {params.studies:q} --manifests {params.manifests:q} "
-        "--numbers {params.numbers:q} --benchmarks {params.benchmarks:q} 2>&1 | tee {log:q}"
+        "--numbers {input.numbers:q} --benchmarks {params.benchmarks:q} --cited {input.cited:q} "
+        "--paper-pdf {input.pdf:q} --paper-source {input.source:q} --figures {params.figures:q} "
+        "--machine-figures {params.machines:q} 2>&1 | tee {log:q}"
 
 
 rule drift:

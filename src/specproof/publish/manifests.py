@@ -166,7 +166,8 @@ DEFAULT_CONFIG = Path("config/config.yaml")  # the audit command's --config defa
 
 
 def audit(studies: list[str], manifests: Path, numbers_path: Path,
-          benchmarks: Path | None = None, config: Path | None = DEFAULT_CONFIG) -> list[str]:
+          benchmarks: Path | None = None, config: Path | None = DEFAULT_CONFIG,
+          cited: Path | None = None, seeds: Path | None = None, pdf: dict | None = None) -> list[str]:
     """Re-hash every frozen file, compare each manifest with the committed one (in a git
     checkout), check each set's records (``audit_checks``: the records its manifest format
     holds, provenance and seals, the chain of recorded times, stored Q and copied P ids,
@@ -176,7 +177,10 @@ def audit(studies: list[str], manifests: Path, numbers_path: Path,
     ``config`` (its title where that config lists these studies); a row recomputed from
     none of them is an error, as is the first mismatch. Returns a line per check passed,
     the sets frozen before some raw records were written, and per set how many numbers
-    came from a stage summary because the set holds no raw record for them."""
+    came from a stage summary because the set holds no raw record for them. ``cited``: the
+    cited figures' quotes are checked (against the source files where ``seeds`` holds
+    them, ``publish.cited``); ``pdf``: the arguments of ``paper.pdf_rebuild_error``, the
+    PDF compared byte for byte with a rebuild."""
     from .numbers import machine_numbers
     numbers = read_json(numbers_path)
     report, analyses, shas, recomputed = [], {}, {}, {}
@@ -198,7 +202,30 @@ def audit(studies: list[str], manifests: Path, numbers_path: Path,
     report.append(line)
     _check_all_recomputed(numbers, recomputed, numbers_path)
     report.append(f"numbers: all {len(numbers)} rows of {numbers_path} recomputed")
-    return report
+    return report + _audit_paper_files(cited, seeds, pdf)
+
+
+def _audit_paper_files(cited: Path | None, seeds: Path | None, pdf: dict | None) -> list[str]:
+    """Report lines for cited.yaml (every cited figure in its quoted sentence) and the PDF
+    (equal to its rebuild); the first problem raises, naming the file and field."""
+    from .cited import cited_errors
+    from .paper import pdf_rebuild_error
+    lines = []
+    if cited is not None:
+        import yaml
+        errors = cited_errors(yaml.safe_load(Path(cited).read_text()),
+                              seeds if seeds and Path(seeds).is_dir() else None)
+        if errors:
+            raise SpecproofError(f"{cited}: {errors[0]}")
+        lines.append(f"cited: every figure of {cited} stands in its quoted sentence"
+                     + (f", each quote found in its source under {seeds}" if seeds and Path(seeds).is_dir()
+                        else " (source files not at hand: quotes not compared with them)"))
+    if pdf is not None:
+        error = pdf_rebuild_error(**pdf)
+        if error:
+            raise SpecproofError(error)
+        lines.append(f"paper: {pdf['pdf']} is byte for byte a rebuild of {pdf['source']}")
+    return lines
 
 
 def _audit_set(set_id: str, manifests: Path, numbers: dict, numbers_path: Path):

@@ -30,6 +30,7 @@ from ..records import json_scalar
 
 INDICATIVE_BELOW_PCT = 90  # a set whose intervals cover less than this makes no claims
 CONFIG_FIELDS = ("k", "policy", "verify_mode", "temperature")  # a configuration's attributes
+ROW_FIELDS = {"set", "group", "metric", "value", "unit", "source", "manifest_sha256", "sha256"}
 
 
 class Rows:
@@ -42,6 +43,9 @@ class Rows:
     def at(self, group: str, attrs: dict | None = None, **path):
         """A writer ``put(metric, value, unit, source)`` of the rows of ``group`` at
         ``path`` (its fields in id order), each row also carrying ``attrs``."""
+        clash = ROW_FIELDS & (set(path) | set(attrs or {}))
+        if clash:
+            raise ValueError(f"numbers: {sorted(clash)} name a row's own fields, not a path or attribute")
         def put(metric: str, value, unit: str, source: str) -> None:
             parts = [self.set] if self.set else []
             row_id = ".".join(str(p) for p in (*parts, group, *path.values(), metric))
@@ -349,7 +353,7 @@ def cost_numbers(a: StudyAnalysis, rows: Rows) -> None:
 def agreement_numbers(a: StudyAnalysis, rows: Rows) -> None:
     """'agreement.<source>.<target>.<path>.<verify_mode>.*': H and Q counts per path."""
     for r in a.agreement_counts.itertuples():
-        put = rows.at("agreement", source=r.source, target=r.target, path=r.path, verify_mode=r.verify_mode)
+        put = rows.at("agreement", runs_of=r.source, target=r.target, path=r.path, verify_mode=r.verify_mode)
         put("Q_matched", r.Q_matched, "runs", "runs.parquet")
         put("H_matched", r.H_matched, "runs", "runs.parquet")
         put("total", r.total, "runs", "runs.parquet")

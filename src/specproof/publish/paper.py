@@ -67,3 +67,19 @@ def compile_paper(source: Path, pdf: Path, numbers: Path, figures: Path,
         first = str(exc).strip().splitlines()
         msg = " ".join(line.strip() for line in first[:3]) if first else type(exc).__name__
         raise SpecproofError(f"{source}: typst failed: {msg}") from None
+
+
+def pdf_rebuild_error(pdf: Path, source: Path, numbers: Path, figures: Path,
+                      machine_figures: Path | None = None, cited: Path | None = None) -> str | None:
+    """None when ``pdf`` is byte for byte what ``compile_paper`` makes of ``source`` with
+    these numbers, figures and cited figures (the build is deterministic: the document has
+    no date), else one line naming the PDF and what it was compared with."""
+    import tempfile
+    with tempfile.TemporaryDirectory() as tmp:
+        rebuilt = Path(tmp) / "rebuilt.pdf"
+        compile_paper(Path(source), rebuilt, numbers=numbers, figures=figures,
+                      machine_figures=machine_figures, cited=cited)
+        if rebuilt.read_bytes() == Path(pdf).read_bytes():
+            return None
+    return (f"{pdf}: differs from a rebuild of {source} with {numbers}, {figures} and {cited}: "
+            f"the PDF is not what its sources make")

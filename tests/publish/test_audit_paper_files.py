@@ -1,0 +1,41 @@
+"""The audit's paper files: the PDF equals its rebuild, each cited figure its quote."""
+import shutil
+from pathlib import Path
+
+import pytest
+import yaml
+
+from specproof.errors import SpecproofError
+from specproof.publish.manifests import _audit_paper_files
+from specproof.records import read_json
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _pdf_args(pdf: Path) -> dict:
+    head = read_json(ROOT / "paper" / "build" / "numbers.json")["paper.study"]["value"]
+    return {"pdf": pdf, "source": ROOT / "paper" / "paper.typ", "numbers": ROOT / "paper" / "build" / "numbers.json",
+            "figures": ROOT / "figures" / head, "machine_figures": ROOT / "figures" / "machines",
+            "cited": ROOT / "paper" / "cited.yaml"}
+
+
+def test_the_committed_paper_is_its_own_rebuild_and_a_changed_byte_is_not(tmp_path):
+    assert _audit_paper_files(None, None, _pdf_args(ROOT / "paper" / "paper.pdf"))[0].endswith(
+        "is byte for byte a rebuild of " + str(ROOT / "paper" / "paper.typ"))
+    forged = tmp_path / "paper.pdf"
+    data = bytearray((ROOT / "paper" / "paper.pdf").read_bytes())
+    data[len(data) // 2] ^= 1
+    forged.write_bytes(bytes(data))
+    with pytest.raises(SpecproofError, match="paper.pdf: differs from a rebuild of"):
+        _audit_paper_files(None, None, _pdf_args(forged))
+
+
+def test_a_cited_figure_changed_without_its_quote_fails_the_audit(tmp_path):
+    cited = yaml.safe_load((ROOT / "paper" / "cited.yaml").read_text())
+    cited["laptop_study"]["best_speedup"] = 0.61
+    path = tmp_path / "cited.yaml"
+    path.write_text(yaml.safe_dump(cited))
+    with pytest.raises(SpecproofError, match="laptop_study.best_speedup"):
+        _audit_paper_files(path, None, None)
+    shutil.copy(ROOT / "paper" / "cited.yaml", path)
+    assert "stands in its quoted sentence" in _audit_paper_files(path, None, None)[0]
