@@ -428,3 +428,27 @@ def test_a_manifest_unlike_the_committed_one_fails_the_audit(copy, capsys, cache
     rehash(copy)
     line = audit_line(copy, capsys)
     assert "manifest.json: manifest.json differs from the committed one" in line, line
+
+
+def test_a_benchmark_table_unlike_the_committed_one_or_gone_fails_the_audit(tmp_path):
+    """The benchmark tables' anchor: in a git checkout, each JSON is the committed one and
+    none of the committed ones is gone."""
+    import subprocess
+
+    from specproof.errors import SpecproofError
+    from specproof.publish.audit_anchors import committed_bench_line
+    bench = tmp_path / "results"
+    shutil.copytree(ROOT / "benchmarks" / "results", bench)
+    git = lambda *a: subprocess.run(["git", "-C", str(bench), "-c", "user.name=t", "-c", "user.email=t@t", *a],
+                                    check=True, capture_output=True)
+    git("init", "-q")
+    git("add", ".")
+    git("commit", "-q", "-m", "tables")
+    assert committed_bench_line(bench).endswith("tables' JSON are the committed ones")
+    edit_json(bench / "ngram.json", lambda t: t["values"].update({"min_ratio": {"value": 9.0, "unit": "x"}}))
+    with pytest.raises(SpecproofError, match="ngram.json: differs from the committed table"):
+        committed_bench_line(bench)
+    git("checkout", "--", "ngram.json")
+    (bench / "policies.json").unlink()
+    with pytest.raises(SpecproofError, match="policies.json: a committed benchmark table is missing"):
+        committed_bench_line(bench)

@@ -239,6 +239,29 @@ def committed_manifest_line(dest: Path, set_id: str) -> str:
     return f"{set_id}: manifest.json is the committed one"
 
 
+def committed_bench_line(benchmarks: Path) -> str:
+    """Each benchmark table's JSON against the committed one, and no committed table
+    missing: an error naming the file when one differs or is gone; a report line otherwise
+    (or why the tables could not be compared)."""
+    git = lambda *args: subprocess.run(["git", "-C", str(benchmarks), *args], capture_output=True)  # noqa: E731
+    try:
+        listed = git("ls-files", "--", "*.json")
+    except OSError:
+        return "benchmarks: not compared with the committed tables (git is not available)"
+    if listed.returncode != 0 or not listed.stdout.strip():
+        return f"benchmarks: not compared with committed tables ({benchmarks} holds none in a git checkout)"
+    import hashlib
+    names = listed.stdout.decode().split()
+    for name in names:
+        path = benchmarks / name
+        if not path.is_file():
+            raise SpecproofError(f"{path}: a committed benchmark table is missing")
+        committed = git("show", f"HEAD:./{name}")
+        if committed.returncode == 0 and hashlib.sha256(committed.stdout).hexdigest() != sha256_file(path):
+            raise SpecproofError(f"{path}: differs from the committed table (git show HEAD:{path})")
+    return f"benchmarks: the {len(names)} tables' JSON are the committed ones"
+
+
 def paper_numbers(studies: list[str], manifests: Path, config: Path | None) -> tuple[dict, str | None]:
     """numbers.json's paper.* rows as ``build_numbers`` writes them: the head study (the
     first listed, as the workflow's numbers rule passes it), whether it is frozen, and the
