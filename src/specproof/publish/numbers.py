@@ -196,10 +196,19 @@ def headline_models(cfg: dict, put) -> None:
     put("draft", head["draft"], "text", "provenance.json")
     put("target_model", str(target.get("model")), "text", "provenance.json")
     put("draft_model", str(draft.get("model", draft.get("kind"))), "text", "provenance.json")
+    same = draft_as_target(cfg)
+    if same:
+        put("draft_as_target", same, "text", "provenance.json")
+
+
+def draft_as_target(cfg: dict) -> str | None:
+    """The target that runs the headline draft's model file on the draft's backend (its
+    target-only speed is the draft's own), or None when the study times no such target."""
+    head = cfg["pairs"][0]
+    draft = cfg.get("drafts", {}).get(head["draft"], {})
     same = [name for name, t in cfg["targets"].items() if draft.get("model") and t.get("model") == draft["model"]
             and t.get("backend") == draft.get("backend")]
-    if same:
-        put("draft_as_target", same[0], "text", "provenance.json")
+    return same[0] if same else None
 
 
 def speed_numbers(a: StudyAnalysis, rows: Rows, judge) -> None:
@@ -315,20 +324,17 @@ def machine_speed_numbers(a: StudyAnalysis, rows: Rows) -> None:
     over the same target's median per-token time in the timed runs (micro.parquet beside
     runs.parquet: far from 1, the micro-benchmark did not measure what the runs saw)."""
     speed = target_only_speed(a.runs).set_index("target")["tokens_per_s"]
-    head = a.provenance["study"]["config"]["pairs"][0]
     cfg = a.provenance["study"]["config"]
+    head, best = cfg["pairs"][0], best_fixed(a)
     head_pair, headline = f"{head['target']}+{head['draft']}", rows.at("headline")
-    if len(speed) and head_pair in best_fixed(a) and head["target"] in speed:
+    if len(speed) and head_pair in best and head["target"] in speed:
         # the headline speedup in absolute terms, beside the fastest target-only backend
-        headline("best_tokens_per_s", best_fixed(a)[head_pair]["speedup"] * speed[head["target"]],
-                 "tokens/s", "runs.parquet")
+        headline("best_tokens_per_s", best[head_pair]["speedup"] * speed[head["target"]], "tokens/s", "runs.parquet")
         headline("fastest_target_only", str(speed.idxmax()), "text", "runs.parquet")
         headline("fastest_target_only_tokens_per_s", float(speed.max()), "tokens/s", "runs.parquet")
-    draft = cfg.get("drafts", {}).get(head["draft"], {})
-    same = [n for n, t in cfg["targets"].items() if draft.get("model") and t.get("model") == draft["model"]
-            and t.get("backend") == draft.get("backend") and n in speed]
-    if same and head["target"] in speed:  # the draft's model decoding alone, over the target alone
-        headline("draft_speed_ratio", float(speed[same[0]] / speed[head["target"]]), "x", "runs.parquet")
+    same = draft_as_target(cfg)
+    if same in speed and head["target"] in speed:  # the draft's model decoding alone, over the target alone
+        headline("draft_speed_ratio", float(speed[same] / speed[head["target"]]), "x", "runs.parquet")
     rows.at("verify")("b", VERIFY_B, "positions", "micro.parquet")
     for r in verify_ratios(a.micro).itertuples():
         put = rows.at("verify", target=r.name)
