@@ -230,13 +230,20 @@ def committed_manifest_line(dest: Path, set_id: str) -> str:
         return f"{set_id}: not compared with a committed manifest (git is not available)"
     if tracked.returncode != 0:
         return f"{set_id}: not compared with a committed manifest ({path} is not tracked in a git checkout)"
-    committed = git("show", "HEAD:./manifest.json")
-    if committed.returncode != 0:
+    committed = committed_sha256(dest, "manifest.json")
+    if committed is None:
         return f"{set_id}: not compared with a committed manifest ({path} is not in HEAD)"
-    import hashlib
-    if hashlib.sha256(committed.stdout).hexdigest() != sha256_file(path):
+    if committed != sha256_file(path):
         raise SpecproofError(f"{path}: manifest.json differs from the committed one (git show HEAD:{path})")
     return f"{set_id}: manifest.json is the committed one"
+
+
+def committed_sha256(directory: Path, name: str) -> str | None:
+    """The sha256 of file ``name`` of ``directory`` as committed in HEAD, or None when it is
+    not in HEAD."""
+    import hashlib
+    shown = subprocess.run(["git", "-C", str(directory), "show", f"HEAD:./{name}"], capture_output=True)
+    return hashlib.sha256(shown.stdout).hexdigest() if shown.returncode == 0 else None
 
 
 def committed_bench_line(benchmarks: Path) -> str:
@@ -250,14 +257,13 @@ def committed_bench_line(benchmarks: Path) -> str:
         return "benchmarks: not compared with the committed tables (git is not available)"
     if listed.returncode != 0 or not listed.stdout.strip():
         return f"benchmarks: not compared with committed tables ({benchmarks} holds none in a git checkout)"
-    import hashlib
     names = listed.stdout.decode().split()
     for name in names:
         path = benchmarks / name
         if not path.is_file():
             raise SpecproofError(f"{path}: a committed benchmark table is missing")
-        committed = git("show", f"HEAD:./{name}")
-        if committed.returncode == 0 and hashlib.sha256(committed.stdout).hexdigest() != sha256_file(path):
+        committed = committed_sha256(benchmarks, name)
+        if committed is not None and committed != sha256_file(path):
             raise SpecproofError(f"{path}: differs from the committed table (git show HEAD:{path})")
     return f"benchmarks: the {len(names)} tables' JSON are the committed ones"
 

@@ -18,10 +18,11 @@ sha256 of each source file. A figure computed from what a source states carries
 """
 from __future__ import annotations
 
-import hashlib
 import re
 from decimal import Decimal
 from pathlib import Path
+
+from ..records import sha256_file
 
 NUMBER_WORDS = ("zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine",
                 "ten", "eleven", "twelve", "thirteen", "fourteen", "fifteen", "sixteen",
@@ -153,11 +154,6 @@ def structure_errors(cited: dict) -> list[str]:
     return errors
 
 
-def file_sha256(path: Path) -> str:
-    with path.open("rb") as f:
-        return hashlib.file_digest(f, "sha256").hexdigest()
-
-
 def seed_errors(cited: dict, seeds: Path) -> list[str]:
     """Against the source files in ``seeds``: each file's sha256 is the one under
     ``sources`` and each quote is a substring of its whitespace-collapsed file."""
@@ -167,9 +163,9 @@ def seed_errors(cited: dict, seeds: Path) -> list[str]:
         path = Path(seeds) / str(name)
         if not path.is_file():
             continue
-        if file_sha256(path) != digest:
-            errors.append(f"sources.{name}: sha256 of {path} is {file_sha256(path)}, "
-                          f"not {digest}")
+        actual = sha256_file(path)
+        if actual != digest:
+            errors.append(f"sources.{name}: sha256 of {path} is {actual}, not {digest}")
         texts[name] = collapse(path.read_text(encoding="utf-8"))
     entries, _ = quote_entries(cited)
     for (section, name), entry in entries.items():
