@@ -22,6 +22,9 @@ STUDIES_DIR = config.get("studies_dir", "config/studies")
 MODEL_DIR = config.get("model_dir", "resources/models")
 BENCHMARKS = config.get("benchmarks_dir", "benchmarks/results")
 ENV = "../../environment.yml"
+# absolute: a study first named by a target file (not --config study=) is validated while
+# the DAG is built, where Snakemake cannot resolve a schema path relative to this file
+STUDY_SCHEMA = str(Path(workflow.basedir) / "src/specproof/study/schemas/study.schema.yaml")
 
 
 wildcard_constraints:
@@ -109,7 +112,7 @@ def study_object(study):
         known = ", ".join(sorted(p.stem for p in Path(STUDIES_DIR).glob("*.yaml")))
         fail(f"unknown study {study!r}: no {path} (known: {known})")
     try:
-        validate(load_yaml(path), "../../src/specproof/study/schemas/study.schema.yaml", set_default=False)
+        validate(load_yaml(path), STUDY_SCHEMA, set_default=False)
     except ConfigError as exc:  # not YAML, or not a mapping
         fail(str(exc))
     except WorkflowError as exc:
