@@ -329,7 +329,8 @@ def cmd_machines_figure(a) -> int:
 def cmd_numbers(a) -> int:
     from .limits import output_file
     from .publish.paper import build_numbers
-    config = {"studies": a.studies, "study": a.head, "paper": {"title": a.title}}
+    config = {"studies": a.studies, "study": a.head, "paper": {"title": a.title},
+              "replicates": dict(a.replicate)}
     out = output_file(a.out, "--out")
     n = build_numbers(config, Path(a.manifests), Path(a.results), out, Path(a.benchmarks))
     print(f"{a.out}: {len(n)} numbers")
@@ -495,6 +496,8 @@ def _numbers_parser(sub) -> argparse.ArgumentParser:
     n.add_argument("--studies", nargs="+", required=True, help="the record sets the paper cites")
     n.add_argument("--head", required=True, help="the study the paper reports")
     n.add_argument("--title", default="specproof", help="the paper's title")
+    n.add_argument("--replicate", nargs=2, action="append", default=[], metavar=("SET", "OF"),
+                   help="SET reran the blocks of OF at another time (both in --studies); repeatable")
     n.add_argument("--manifests", default="manifests", help="frozen record sets")
     n.add_argument("--results", default="results", help="this machine's study results")
     n.add_argument("--benchmarks", default="benchmarks/results",

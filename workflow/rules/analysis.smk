@@ -74,10 +74,12 @@ rule numbers:
         studies=config["studies"],
         head=head_study(),
         title=config.get("paper", {}).get("title", "specproof"),
+        replicates="".join(f" --replicate {shlex.quote(r)} {shlex.quote(of)}"
+                           for r, of in config.get("replicates", {}).items()),
         manifests=MANIFESTS,
         results=RESULTS,
         benchmarks=BENCHMARKS,
     shell:
-        "specproof numbers --studies {params.studies:q} --head {params.head:q} --title {params.title:q} "
+        "specproof numbers --studies {params.studies:q} --head {params.head:q} --title {params.title:q}{params.replicates} "
         "--manifests {params.manifests:q} --results {params.results:q} --benchmarks {params.benchmarks:q} "
         "--out {output:q} > {log:q} 2>&1"

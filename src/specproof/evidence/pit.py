@@ -36,6 +36,7 @@ sampled runs (the ``pit`` stage).
 """
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -119,26 +120,37 @@ def position_roles(rounds: pd.DataFrame, n_tokens: int, run_id: str = "?") -> li
     return roles
 
 
+def teacher_forced(target: Backend, prompt_ids: list[int], tokens: list[int], temperature: float,
+                   draft: Backend | None = None) -> Iterator[tuple[np.ndarray, np.ndarray | None]]:
+    """(p_t, q_t) at every emitted position, re-scored along the emitted sequence on the
+    target-only path, one position per call (and the draft the same way, q_t None
+    without one), both at ``temperature``."""
+    for backend in (target, draft) if draft is not None else (target,):
+        backend.reset()
+        if len(prompt_ids) > 1:
+            backend.forward(prompt_ids[:-1], last_only=True)
+    pending = prompt_ids[-1]
+    for x in tokens:
+        p = softmax(target.forward([pending])[0], temperature)
+        target.synchronize()
+        q = softmax(draft.forward([pending])[0], temperature) if draft is not None else None
+        yield p, q
+        pending = int(x)
+
+
 def score_sequence(target: Backend, prompt_ids: list[int], tokens: list[int], temperature: float,
                    seed: int, draft: Backend | None = None,
                    roles: list[int | None] | None = None) -> list[tuple[float, float, float, float, float]]:
-    """Re-score emitted tokens along their own sequence on the target-only path (and, for
-    a model draft, the draft one position per call at the same temperature): per token
+    """Re-score emitted tokens along their own sequence (``teacher_forced``): per token
     (u_id, u_rank, p(x), F(x-1), u_ratio), one V for every order. ``roles`` (see
     ``position_roles``) marks drafted positions; without it every position is a bonus
     and u_ratio = u_rank."""
     rng = np.random.Generator(np.random.PCG64(np.random.SeedSequence([seed, 3])))
     roles = [None] * len(tokens) if roles is None else roles
     use_draft = draft is not None and any(r is not None for r in roles)
-    for backend in (target, draft) if use_draft else (target,):
-        backend.reset()
-        if len(prompt_ids) > 1:
-            backend.forward(prompt_ids[:-1], last_only=True)
-    pending, out = prompt_ids[-1], []
-    for x, proposal in zip(tokens, roles):
-        p = softmax(target.forward([pending])[0], temperature)
-        target.synchronize()
-        q = softmax(draft.forward([pending])[0], temperature) if use_draft else None
+    out = []
+    scored = teacher_forced(target, prompt_ids, tokens, temperature, draft if use_draft else None)
+    for x, proposal, (p, q) in zip(tokens, roles, scored):
         v = rng.random()
         u, u_rank, px, below = pit_one(p, int(x), v)
         if proposal is None:  # a bonus position: rank order
@@ -146,7 +158,6 @@ def score_sequence(target: Backend, prompt_ids: list[int], tokens: list[int], te
         else:
             u_ratio = pit_ordered(p, int(x), v, ratio_key(p, q, None if q is not None else proposal))
         out.append((u, u_rank, px, below, u_ratio))
-        pending = int(x)
     return out
 
 

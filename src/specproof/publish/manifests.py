@@ -193,6 +193,10 @@ def audit(studies: list[str], manifests: Path, numbers_path: Path,
     recomputed.update(rows)
     if rows:
         report.append(f"machines: {len(rows)} cross-machine numbers match {numbers_path}")
+    rows = _audit_replicates(studies, config, analyses, shas, numbers, numbers_path)
+    recomputed.update(rows)
+    if rows:
+        report.append(f"replicates: {len(rows)} replicate comparisons match {numbers_path}")
     if benchmarks is not None:
         rows, line = _audit_bench(Path(benchmarks), numbers, numbers_path)
         recomputed.update(rows)
@@ -203,6 +207,21 @@ def audit(studies: list[str], manifests: Path, numbers_path: Path,
     _check_all_recomputed(numbers, recomputed, numbers_path)
     report.append(f"numbers: all {len(numbers)} rows of {numbers_path} recomputed")
     return report + _audit_paper_files(cited, seeds, pdf)
+
+
+def _audit_replicates(studies, config, analyses, shas, numbers: dict, numbers_path: Path) -> dict:
+    """replicate.* rows recomputed from the audited sets, for the replicates ``config``
+    names when it lists these studies (none otherwise: their rows then stay unrecomputed)."""
+    from ..study.config import load_config
+    from .replicate import replicate_numbers, replicates_of
+    cfg = load_config(Path(config)) if config is not None and Path(config).is_file() else None
+    if cfg is None or list(cfg["studies"]) != list(studies):
+        return {}
+    rows: dict = {}
+    for rep, of in replicates_of(cfg, studies, str(config)):
+        rows.update(replicate_numbers(analyses[of], analyses[rep], of, rep, shas[rep]))
+    _check(numbers, rows, "replicate.", numbers_path)
+    return rows
 
 
 def _audit_paper_files(cited: Path | None, seeds: Path | None, pdf: dict | None) -> list[str]:

@@ -31,6 +31,7 @@ def build_numbers(config: dict, manifests: Path, results: Path, out: Path,
     from ..analysis.analyze import analyze
     from .benchtables import bench_numbers
     from .numbers import Rows, machine_numbers, study_numbers
+    from .replicate import replicate_numbers, replicates_of
     numbers: dict = bench_numbers(benchmarks) if benchmarks is not None else {}
     analyses, shas = {}, {}
     for set_id in config["studies"]:
@@ -38,6 +39,8 @@ def build_numbers(config: dict, manifests: Path, results: Path, out: Path,
         shas[set_id] = manifest_sha256(manifests, set_id)
         numbers.update(study_numbers(analyses[set_id], shas[set_id], prefix=set_id))
     numbers.update(machine_numbers(analyses, shas))
+    for rep, of in replicates_of(config, config["studies"], "config/config.yaml"):
+        numbers.update(replicate_numbers(analyses[of], analyses[rep], of, rep, shas[rep]))
     head = config.get("study", config["studies"][0])
     rows = Rows(manifest_sha256=manifest_sha256(manifests, head))
     put = rows.at("paper")

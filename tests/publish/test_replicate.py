@@ -1,0 +1,53 @@
+"""The replicate comparison: target-only drift over the shared prompts (paired by id) and,
+per greedy configuration, whether the replicate's verdict is the head set's."""
+import dataclasses
+
+import numpy as np
+import pytest
+
+from specproof.analysis.analyze import analyze
+from specproof.errors import ConfigError
+from specproof.publish.replicate import replicate_numbers, replicates_of
+
+HEAD = "paper-qwen@epyc-avx512"
+PAIR = "qwen-1b5+qwen-0b5-draft"
+
+
+@pytest.fixture(scope="module")
+def head():
+    return analyze("manifests/paper-qwen/epyc-avx512")
+
+
+def _rows(head, rep):
+    rows = replicate_numbers(head, rep, HEAD, "rep@m", None)
+    return {(r.get("config"), r["metric"]): r["value"] for r in rows.values() if r["pair"] == PAIR}
+
+
+def test_a_set_against_itself_drifts_by_nothing_and_keeps_every_verdict(head):
+    v = _rows(head, head)
+    assert v[(None, "ratio_gmean")] == pytest.approx(1.0)
+    assert v[(None, "prompts")] == head.runs.loc[head.runs["pair"] == PAIR, "prompt_id"].nunique()
+    assert v[(None, "verdicts")] == v[(None, "verdicts_surviving")] > 6
+
+
+def test_drift_is_the_paired_ratio_over_shared_prompts_and_a_changed_verdict_is_named(head):
+    runs = head.runs.copy()
+    rng = np.random.default_rng(0)
+    target = runs["path"] == "target"
+    runs.loc[target, "tokens_per_s"] *= 0.5 * np.exp(rng.normal(0, 0.05, target.sum()))
+    runs = runs[~runs["prompt_id"].isin(sorted(runs["prompt_id"].unique())[:10])]  # fewer prompts
+    speedups = [dict(s, ci_low=1.1, ci_high=1.3) if s["config"] == "K1-fixed-batched-T0" and s["pair"] == PAIR
+                else s for s in head.speedups]
+    v = _rows(head, dataclasses.replace(head, runs=runs, speedups=speedups))
+    assert v[(None, "prompts")] == runs.loc[runs["pair"] == PAIR, "prompt_id"].nunique()
+    assert v[(None, "ratio_gmean")] == pytest.approx(0.5, rel=0.05)
+    assert v[(None, "ratio_ci_low")] < v[(None, "ratio_gmean")] < v[(None, "ratio_ci_high")]
+    assert v[("K1-fixed-batched-T0", "replicate_verdict")] == "faster"
+    assert v[("K1-fixed-batched-T0", "survives")] is False
+    assert v[(None, "verdicts_surviving")] == v[(None, "verdicts")] - 1
+
+
+def test_a_replicate_must_be_a_listed_set():
+    with pytest.raises(ConfigError, match="replicates"):
+        replicates_of({"replicates": {"rep@m": HEAD}}, [HEAD], "config/config.yaml")
+    assert replicates_of({"replicates": {"rep@m": HEAD}}, [HEAD, "rep@m"], "c") == [("rep@m", HEAD)]
