@@ -70,7 +70,7 @@ def values_of(table: pd.DataFrame) -> dict[str, tuple]:
     skip = table[(table["violation"] == "skip_residual") & (table["multiple"] == 1)]
     short = sorted(skip.loc[skip["rate"] < POWER_GOAL, "pair"])
     out |= {"pairs": (len(skip), "pairs"), "pairs_below_goal": (len(short), "pairs"),
-            "goal": (POWER_GOAL, "share"), "multiples": (json.dumps(list(MULTIPLES)), "text")}
+            "goal": (POWER_GOAL, "share"), "max_multiple": (max(MULTIPLES), "x")}
     return out
 
 

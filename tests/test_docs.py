@@ -310,6 +310,8 @@ EXERCISED: dict[str, list[How]] = {
     ".venv/bin/python benchmarks/ngram.py": [HELP],
     ".venv/bin/python benchmarks/model_draft.py": [HELP],
     ".venv/bin/python benchmarks/policies.py": [HELP],
+    ".venv/bin/python benchmarks/certificate_power.py": [HELP],
+    ".venv/bin/python benchmarks/bandwidth.py": [HELP],
     ".venv/bin/python benchmarks/llama_speculative.py --quick": [HELP],
     "make peers": [_dry(_has("benchmarks/peers.py"))],
     "make bench": [_dry(_has("target_only", "llama_speculative"))],

@@ -88,6 +88,7 @@ def replicate_numbers(head: StudyAnalysis, rep: StudyAnalysis, head_set: str, re
     pairs = [p for p in dict.fromkeys(rep.runs["pair"]) if p in set(head.runs["pair"])]
     for pair in pairs:
         put = rows.at("replicate", {"of": head_set}, replicate=rep_set, pair=pair)
+        put("ratio_ci_level_pct", 100 * DRIFT_CI, "%", "src/specproof/publish/replicate.py")
         for metric, value in speed_drift(head, rep, pair).items():
             put(metric, value, "prompts" if metric == "prompts" else "x" if "ratio" in metric else "tokens/s",
                 "runs.parquet")
