@@ -169,6 +169,9 @@ def test_a_greedy_only_study_runs_to_a_report(study):
     assert len(pd.read_parquet(d / "pit.parquet")) == 0
     cert = yaml.safe_load((d / "certificate.json").read_text())
     assert cert["n_tokens"] == 0 and cert["rejected"] is False
+    rows = yaml.safe_load((d / "report" / "numbers.json").read_text()).values()
+    cats = {(r["workload"], r["category"]) for r in rows if r["group"] == "speedup_category"}
+    assert cats == {("spec", "writing"), ("spec", "math")}  # per category where a workload holds several
 
 
 @pytest.mark.parametrize("case,expect", [

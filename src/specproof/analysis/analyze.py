@@ -25,7 +25,7 @@ from .certificate import certificate
 from .costs import config_costs, end_to_end_costs, run_costs
 from .loopcost import loop_costs
 from ..records import check_seal, read_json, read_parquet, write_json, write_parquet
-from .statistics import acceptance_stats, best_k_reserved, speedup_stats
+from .statistics import acceptance_stats, best_k_reserved, category_speedups, speedup_stats
 from .summaries import recompute
 from ..study.workloads import split_of
 
@@ -57,6 +57,7 @@ class StudyAnalysis:
     advise_gap: pd.DataFrame | None = None  # advise's loop model vs the grid's reserved runs, per term (advisegap)
     end_to_end: list[dict] | None = None  # speedups with prefill inside the clock (costs.end_to_end_costs)
     prefill_ratio: dict | None = None  # (pair, config) -> geometric mean of spec / target-only prefill
+    category_speedups: list[dict] | None = None  # per category, where a workload holds several
 
 
 def analyze(d: Path) -> StudyAnalysis:
@@ -91,7 +92,17 @@ def analyze(d: Path) -> StudyAnalysis:
         prediction=summ.prediction, micro=micro, advise=summ.advise, sources=summ.sources,
         calibration_table=read_parquet(d / "calibration.parquet"),
         loop_costs=loop_costs(runs, rounds, micro), advise_gap=gap,
+        category_speedups=category_speedups(costs, prompt_categories(d), seed),
         **clock_boundary(runs, seed))
+
+
+def prompt_categories(d: Path) -> dict[str, str]:
+    """Prompt id -> category, from the set's prompts.jsonl (empty when it has none)."""
+    path = d / "prompts.jsonl"
+    if not path.is_file():
+        return {}
+    records = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    return {r["id"]: r["category"] for r in records if r.get("category") is not None}
 
 
 def clock_boundary(runs: pd.DataFrame, seed: int) -> dict:

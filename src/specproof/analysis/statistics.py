@@ -118,6 +118,21 @@ def speedup_stats(costs: pd.DataFrame, seed: int, prompts: list[str] | None = No
     return out
 
 
+def category_speedups(costs: pd.DataFrame, categories: dict[str, str], seed: int) -> list[dict]:
+    """``speedup_stats`` per category within each workload whose prompts hold several
+    categories (a Spec-Bench file is one workload of six), each row with its ``workload``
+    and ``category``; ``categories`` maps a prompt id to its category."""
+    out = []
+    for workload, g in costs.groupby("workload", sort=False):
+        cats = g["prompt_id"].map(categories)
+        if cats.nunique() < 2:
+            continue
+        for r in speedup_stats(g.assign(workload=cats), seed):
+            if r["workload"] != "all":
+                out.append({**r, "workload": workload, "category": r["workload"]})
+    return out
+
+
 def best_k_reserved(costs: pd.DataFrame, discovery: list[str], reserved: list[str],
                     seed: int) -> dict[str, dict]:
     """Per pair: the greedy fixed-K configuration with the highest geometric-mean speedup

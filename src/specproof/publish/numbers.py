@@ -213,7 +213,8 @@ def draft_as_target(cfg: dict) -> str | None:
 
 def speed_numbers(a: StudyAnalysis, rows: Rows, judge) -> None:
     """'target_only.*', 'speedup.<pair>.<config>.<workload>.*' (geometric mean over prompts,
-    its CI and verdict), the greedy fixed-K grid ('greedy.*') and its verdict counts."""
+    its CI and verdict), the same per category where a workload holds several
+    ('speedup_category.*'), the greedy fixed-K grid ('greedy.*') and its verdict counts."""
     for r in target_only_speed(a.runs).itertuples():
         rows.at("target_only", target=r.target)("tokens_per_s", r.tokens_per_s, "tokens/s", "runs.parquet")
     for r in a.speedups:
@@ -221,6 +222,14 @@ def speed_numbers(a: StudyAnalysis, rows: Rows, judge) -> None:
         put("gmean", r["gmean_speedup"], "x", "runs.parquet")
         put("ci_low", r["ci_low"], "x", "runs.parquet")
         put("ci_high", r["ci_high"], "x", "runs.parquet")
+        put("verdict", judge(r["ci_low"], r["ci_high"]), "text", "runs.parquet")
+    for r in a.category_speedups or []:
+        put = rows.at("speedup_category", config_attrs(r), pair=r["pair"], config=r["config"],
+                      workload=r["workload"], category=r["category"])
+        put("gmean", r["gmean_speedup"], "x", "runs.parquet")
+        put("ci_low", r["ci_low"], "x", "runs.parquet")
+        put("ci_high", r["ci_high"], "x", "runs.parquet")
+        put("prompts", r["prompts"], "prompts", "prompts.jsonl")
         put("verdict", judge(r["ci_low"], r["ci_high"]), "text", "runs.parquet")
     greedy_fixed = [r for r in a.speedups if r["workload"] == "all" and r["policy"] == "fixed"
                     and r["temperature"] == 0]
@@ -376,6 +385,8 @@ def qualification_numbers(a: StudyAnalysis, rows: Rows) -> None:
     cfg = a.provenance["study"]["config"]
     min_runs = int(cfg.get("qualification", {}).get("min_runs", MIN_QUALIFICATION_RUNS))
     rows.at("qualification")("min_runs", min_runs, "runs", "provenance.json")
+    if cfg.get("qualification", {}).get("k") is not None:  # the K of the qualification's speculative paths
+        rows.at("qualification")("k", int(cfg["qualification"]["k"]), "K", "provenance.json")
     for r in qualification_summary(a.qualification, a.batch_invariance, min_runs).itertuples():
         put = rows.at("qualification", target=r.target, verify_mode=r.verify_mode)
         put("matched", r.matched, "runs", "qualification.parquet")
