@@ -20,7 +20,7 @@ import numpy as np
 from common import write_table
 from specproof.analysis.analyze import analyze, target_only_speed
 from specproof.analysis.costs import model_speedup
-from specproof.evidence.bandwidth import bound_tokens_per_s, triad_bandwidth, weight_bytes_per_token
+from specproof.evidence.bandwidth import bound_tokens_per_s, add_bandwidth, weight_bytes_per_token
 from specproof.models.files import resolve
 from specproof.records import read_json
 
@@ -67,7 +67,7 @@ def main() -> None:
     ap.add_argument("--pair", default="qwen-1b5+qwen-0b5-draft", help="the pair whose K grid is bounded")
     a = ap.parse_args()
     cores = len(os.sched_getaffinity(0))
-    bw = {1: triad_bandwidth(1), cores: triad_bandwidth(cores)}
+    bw = {1: add_bandwidth(1), cores: add_bandwidth(cores)}
     analysis = analyze(a.set)
     speeds = target_only_speed(analysis.runs).set_index("target")["tokens_per_s"].to_dict()
     targets = target_rows(a.set, speeds, bw[cores], a.model_dir)
@@ -84,7 +84,7 @@ def main() -> None:
                    f"K{k}.realized_over_bound": (ratio, "")}
     write_table("bandwidth", f"The memory-bandwidth bound and where {a.set.parent.name}@{a.set.name} sits against it",
                 ["what", "weights per token / kind", "bound (tokens/s or x)", "measured", "measured/bound"], rows,
-                [f"Triad bandwidth (STREAM convention, 24 bytes per element, best of 5 over 3 x 256 MiB): "
+                [f"STREAM Add bandwidth (a = b + c, 24 bytes per element, best of 5 over 3 x 256 MiB): "
                  f"{bw[1] / 1e9:.1f} GB/s on 1 thread, {bw[cores] / 1e9:.1f} GB/s on {cores}; the target bounds "
                  f"use the {cores}-thread figure (llama.cpp runs on every core).",
                  "Target rows: bound = bandwidth / weight bytes per token (every tensor but the embedding "

@@ -1,11 +1,11 @@
 """The bandwidth bound's inputs: weight bytes per token read from a real GGUF's tensor
-table, and a triad that measures a finite, positive bandwidth (its value is the
+table, and a STREAM Add that measures a finite, positive bandwidth (its value is the
 benchmark's business, not a test's)."""
 import math
 
 from gguf import GGUFReader
 
-from specproof.evidence.bandwidth import bound_tokens_per_s, triad_bandwidth, weight_bytes_per_token
+from specproof.evidence.bandwidth import bound_tokens_per_s, add_bandwidth, weight_bytes_per_token
 from specproof.models.files import resolve
 
 
@@ -22,7 +22,7 @@ def test_weight_bytes_leave_out_the_embedding_lookup_only_when_the_output_matrix
     assert 0 < w <= path.stat().st_size
 
 
-def test_triad_bandwidth_is_a_positive_rate_and_the_bound_divides_it():
-    bw = triad_bandwidth(threads=2, elements=1 << 16, repeats=2)
+def test_add_bandwidth_is_a_positive_rate_and_the_bound_divides_it():
+    bw = add_bandwidth(threads=2, elements=1 << 16, repeats=2)
     assert math.isfinite(bw) and bw > 0
     assert bound_tokens_per_s(bw, 1000) == bw / 1000

@@ -66,3 +66,11 @@ def test_compare_catches_a_rerun_table_behind_unchanged_numbers(tmp_path):
     data["notes"] = ["a different note"]  # same values, different record
     (tmp_path / "demo.json").write_text(json.dumps(data))
     assert "sha256" in compare(before, bench_numbers(tmp_path))
+
+
+def test_a_copy_of_a_table_under_another_name_cannot_shadow_it(tmp_path):
+    _write(tmp_path)
+    for ext in ("json", "md"):  # a second file claiming to be table 'demo'
+        (tmp_path / f"zz_demo.{ext}").write_text((tmp_path / f"demo.{ext}").read_text())
+    with pytest.raises(SpecproofError, match="zz_demo.json: field benchmark is 'demo'"):
+        bench_numbers(tmp_path)

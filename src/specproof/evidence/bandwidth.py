@@ -11,11 +11,12 @@ the file has a separate output matrix; with tied embeddings the table is the out
 matrix and is read whole). KV-cache reads are left out: at a few hundred positions they
 are under 1% of W for the models here, so the bound is a slight overestimate.
 
-B is measured STREAM-style (McCalpin 1995): the triad a = b + s c over float64 arrays far
-larger than the caches, counted as 24 bytes moved per element (two reads, one write),
-best of ``repeats``; with ``threads`` > 1 each thread runs the triad on its own slice
-(numpy releases the GIL inside the ufuncs), so the threads share the memory bus as
-llama.cpp's do.
+B is measured STREAM-style (McCalpin 1995) with its Add kernel, a = b + c over float64
+arrays far larger than the caches: one numpy pass that reads b and c and writes a, 24
+bytes per element as STREAM counts them (the write-allocate read of a is not counted, so
+B, and the bound, are if anything low), best of ``repeats``; with ``threads`` > 1 each
+thread adds its own slice (numpy releases the GIL inside the ufunc), so the threads
+share the memory bus as llama.cpp's do.
 """
 from __future__ import annotations
 
@@ -25,19 +26,12 @@ from pathlib import Path
 
 import numpy as np
 
-TRIAD_BYTES_PER_ELEMENT = 24  # read b, read c, write a (float64)
+ADD_BYTES_PER_ELEMENT = 24  # read b, read c, write a (float64), as STREAM counts Add
 
 
-def _triad(a: np.ndarray, b: np.ndarray, c: np.ndarray, s: float) -> None:
-    np.multiply(c, s, out=a)
-    np.add(a, b, out=a)
-
-
-def triad_bandwidth(threads: int = 1, elements: int = 1 << 25, repeats: int = 5) -> float:
-    """Best-of-``repeats`` triad bandwidth in bytes/s over ``elements`` float64 per array
-    (3 x 256 MiB by default), split evenly over ``threads``. The numpy triad makes two
-    passes over a (multiply, then add), so it moves 32 bytes per element, of which
-    STREAM counts 24: the figure is the STREAM convention's, a slight underestimate."""
+def add_bandwidth(threads: int = 1, elements: int = 1 << 25, repeats: int = 5) -> float:
+    """Best-of-``repeats`` STREAM Add bandwidth in bytes/s over ``elements`` float64 per
+    array (3 x 256 MiB by default), split evenly over ``threads``."""
     a, b, c = (np.full(elements, x) for x in (0.0, 1.0, 2.0))
     cuts = np.linspace(0, elements, threads + 1).astype(int)
     parts = [(a[i:j], b[i:j], c[i:j]) for i, j in zip(cuts, cuts[1:])]
@@ -45,9 +39,9 @@ def triad_bandwidth(threads: int = 1, elements: int = 1 << 25, repeats: int = 5)
     with ThreadPoolExecutor(threads) as pool:
         for _ in range(repeats):
             t0 = time.perf_counter()
-            list(pool.map(lambda p: _triad(*p, 3.0), parts))
+            list(pool.map(lambda p: np.add(p[1], p[2], out=p[0]), parts))
             best = min(best, time.perf_counter() - t0)
-    return TRIAD_BYTES_PER_ELEMENT * elements / best
+    return ADD_BYTES_PER_ELEMENT * elements / best
 
 
 def weight_bytes_per_token(path: Path) -> int:

@@ -101,6 +101,9 @@ def bench_numbers(results: Path) -> dict:
         return out
     for path in sorted(results.glob("*.json")):
         record = read_table(path)
+        if record["benchmark"] != path.stem:  # one table per name: a copy cannot shadow another
+            raise SpecproofError(f"{path}: field benchmark is {record['benchmark']!r}, not the file's "
+                                 f"name {path.stem!r}")
         digest = sha256_file(path)
         cpu = machine_of((record.get("provenance") or {}).get("cpu", {}))
         values = {**record["values"], **({"machine": {"value": cpu, "unit": "text"}} if cpu else {})}

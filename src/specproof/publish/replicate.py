@@ -15,7 +15,8 @@ import pandas as pd
 from scipy import stats
 
 from ..analysis.analyze import StudyAnalysis
-from ..errors import ConfigError
+from ..analysis.statistics import speedup_stats
+from ..errors import ConfigError, SpecproofError
 from .numbers import Rows, config_attrs, indicative_set, verdict
 
 DRIFT_CI = 0.95
@@ -53,10 +54,21 @@ def greedy_speedups(a: StudyAnalysis, pair: str) -> dict[str, dict]:
             if s["pair"] == pair and s["workload"] == "all" and s["temperature"] == 0}
 
 
+def shared_speedups(head: StudyAnalysis, rep: StudyAnalysis, pair: str) -> dict[str, dict]:
+    """The head set's greedy speedups of ``pair`` over the prompts the replicate also ran
+    (same estimator and interval as ``speedup_stats``), by configuration label."""
+    shared = sorted(set(head.runs["prompt_id"]) & set(rep.runs["prompt_id"]))
+    seed = int(head.provenance["study"]["config"]["settings"]["seed"])
+    return {s["config"]: s for s in speedup_stats(head.costs[head.costs["pair"] == pair], seed, prompts=shared)
+            if s["workload"] == "all" and s["temperature"] == 0}
+
+
 def verdict_survival(head: StudyAnalysis, rep: StudyAnalysis, pair: str) -> list[dict]:
     """Per greedy configuration both sets ran: each set's speedup, interval and verdict
-    (each judged by its own interval and indicative flag) and whether the verdict survives."""
+    (each judged by its own interval and indicative flag), whether the verdict survives,
+    and the head set's speedup on the shared prompts alone."""
     h, r = greedy_speedups(head, pair), greedy_speedups(rep, pair)
+    same = shared_speedups(head, rep, pair)
     hi, ri = indicative_set(head), indicative_set(rep)
     out = []
     for config in [c for c in h if c in r]:
@@ -65,7 +77,8 @@ def verdict_survival(head: StudyAnalysis, rep: StudyAnalysis, pair: str) -> list
         out.append({"config": config, "attrs": config_attrs(a), "head_gmean": a["gmean_speedup"],
                     "replicate_gmean": b["gmean_speedup"], "replicate_ci_low": b["ci_low"],
                     "replicate_ci_high": b["ci_high"], "head_verdict": va, "replicate_verdict": vb,
-                    "survives": va == vb})
+                    "survives": va == vb, "head_shared_gmean": same[config]["gmean_speedup"],
+                    "head_shared_ci_low": same[config]["ci_low"], "head_shared_ci_high": same[config]["ci_high"]})
     return out
 
 
@@ -74,6 +87,8 @@ def replicates_of(config: dict, studies: list[str], where: str) -> list[tuple[st
     must be among ``studies`` (their records are audited like every listed set)."""
     out = list((config.get("replicates") or {}).items())
     for rep, head in out:
+        if rep == head:
+            raise ConfigError(f"{where}: field replicates.{rep}: a set cannot replicate itself")
         for s, field in ((rep, rep), (head, f"{rep} (the set it replicates)")):
             if s not in studies:
                 raise ConfigError(f"{where}: field replicates.{field}: {s!r} is not in studies")
@@ -84,6 +99,10 @@ def replicate_numbers(head: StudyAnalysis, rep: StudyAnalysis, head_set: str, re
                       rep_sha: str | None) -> dict:
     """Rows 'replicate.<rep_set>.<pair>.*' (attribute ``of``: ``head_set``): per pair,
     the target-only drift and, per configuration, both verdicts and their survival."""
+    shared_runs = set(head.runs["run_id"]) & set(rep.runs["run_id"])
+    if shared_runs:
+        raise SpecproofError(f"replicate {rep_set}: shares {len(shared_runs)} run ids with {head_set} "
+                             f"(e.g. {sorted(shared_runs)[0]}): not a rerun")
     rows = Rows(manifest_sha256=rep_sha)
     pairs = [p for p in dict.fromkeys(rep.runs["pair"]) if p in set(head.runs["pair"])]
     for pair in pairs:
@@ -92,14 +111,19 @@ def replicate_numbers(head: StudyAnalysis, rep: StudyAnalysis, head_set: str, re
         for metric, value in speed_drift(head, rep, pair).items():
             put(metric, value, "prompts" if metric == "prompts" else "x" if "ratio" in metric else "tokens/s",
                 "runs.parquet")
-        put("hours_after", hours_after(head, rep, pair), "hours", "runs.parquet")
+        hours = hours_after(head, rep, pair)
+        if not hours > 0:
+            raise SpecproofError(f"replicate {rep_set}: its runs of {pair} start {hours:.2f} h after "
+                                 f"those of {head_set}: a replicate runs later")
+        put("hours_after", hours, "hours", "runs.parquet")
         survival = verdict_survival(head, rep, pair)
         put("verdicts", len(survival), "configurations", "runs.parquet")
         put("verdicts_surviving", sum(s["survives"] for s in survival), "configurations", "runs.parquet")
         for s in survival:
             put_c = rows.at("replicate", {"of": head_set, **s["attrs"]}, replicate=rep_set, pair=pair,
                             config=s["config"])
-            for metric in ("head_gmean", "replicate_gmean", "replicate_ci_low", "replicate_ci_high"):
+            for metric in ("head_gmean", "replicate_gmean", "replicate_ci_low", "replicate_ci_high",
+                           "head_shared_gmean", "head_shared_ci_low", "head_shared_ci_high"):
                 put_c(metric, s[metric], "x", "runs.parquet")
             for metric in ("head_verdict", "replicate_verdict", "survives"):
                 put_c(metric, s[metric], "text", "runs.parquet")
