@@ -9,12 +9,12 @@ B the machine's memory bandwidth (bytes/s), W the weight bytes read per token: e
 tensor of the GGUF file except the token-embedding table, of which one row is read (when
 the file has a separate output matrix; with tied embeddings the table is the output
 matrix and is read whole). KV-cache reads are left out: at a few hundred positions they
-are under 1% of W for the models here, so the bound is a slight overestimate.
+are under 1% of W for the models here.
 
 B is measured STREAM-style (McCalpin 1995) with its Add kernel, a = b + c over float64
 arrays far larger than the caches: one numpy pass that reads b and c and writes a, 24
-bytes per element as STREAM counts them (the write-allocate read of a is not counted, so
-B, and the bound, are if anything low), best of ``repeats``; with ``threads`` > 1 each
+bytes per element as STREAM counts them (not the write-allocate read of a), best of
+``repeats``; with ``threads`` > 1 each
 thread adds its own slice (numpy releases the GIL inside the ufunc), so the threads
 share the memory bus as llama.cpp's do.
 """
