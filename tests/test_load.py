@@ -2,6 +2,7 @@
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
@@ -37,3 +38,13 @@ def test_provenance_records_the_load_average():
     if sys.platform.startswith("linux"):
         assert len(load["loadavg"]) == 3 and all(x >= 0 for x in load["loadavg"])
         assert len(load_average()) == 3
+
+
+def test_provenance_records_which_source_tree_ran():
+    """An editable install of another checkout would run that checkout's code: the record
+    names the package's own directory and its git state, beside the caller's."""
+    import specproof
+    from specproof.evidence.provenance import capture
+    code = capture()["code"]
+    assert Path(code["package_dir"]) == Path(specproof.__file__).resolve().parent
+    assert set(code["git"]) == {"commit", "dirty"}

@@ -115,6 +115,13 @@ def git_state(root: Path) -> dict:
     return {"commit": commit or None, "dirty": dirty}
 
 
+def code_state() -> dict:
+    """Where the specproof package that is running was imported from, and that tree's git
+    state: an editable install of another checkout shows here, not in the caller's ``git``."""
+    package_dir = Path(__file__).resolve().parents[1]
+    return {"package_dir": str(package_dir), "git": git_state(package_dir)}
+
+
 def capture(root: Path | None = None) -> dict:
     """The machine and software record for a study or benchmark."""
     root = root or Path.cwd()
@@ -136,6 +143,7 @@ def capture(root: Path | None = None) -> dict:
         # timed stages record other processes' CPU share per timed block (specproof.load)
         "load": {"loadavg": load_average(), "usable_cores": usable_cores()},
         "git": git_state(root),
+        "code": code_state(),
     }
 
 
