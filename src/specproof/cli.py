@@ -330,7 +330,7 @@ def cmd_numbers(a) -> int:
     from .limits import output_file
     from .publish.paper import build_numbers
     config = {"studies": a.studies, "study": a.head, "paper": {"title": a.title},
-              "replicates": dict(a.replicate)}
+              "replicates": [{"set": r, "of": of} for r, of in a.replicate]}
     out = output_file(a.out, "--out")
     n = build_numbers(config, Path(a.manifests), Path(a.results), out, Path(a.benchmarks))
     print(f"{a.out}: {len(n)} numbers")

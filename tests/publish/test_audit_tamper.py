@@ -369,7 +369,7 @@ def test_a_changed_paper_row_fails_the_audit(copy, cached, metric, value):
     from specproof.publish.audit_anchors import paper_numbers
     from specproof.publish.manifests import audit
     config = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())
-    config["studies"] = [SET]
+    config["studies"], config["replicates"] = [SET], []
     (copy / "config.yaml").write_text(yaml.safe_dump(config))
     numbers = read_json(copy / "numbers.json")
     rows, note = paper_numbers([SET], copy / "manifests", copy / "config.yaml")

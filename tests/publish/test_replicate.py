@@ -49,7 +49,7 @@ def test_a_set_is_not_its_own_replicate(head):
     with pytest.raises(SpecproofError, match="a replicate runs later"):
         replicate_numbers(head, earlier, HEAD, "rep@m", None)
     with pytest.raises(ConfigError, match="cannot replicate itself"):
-        replicates_of({"replicates": {HEAD: HEAD}}, [HEAD], "config/config.yaml")
+        replicates_of({"replicates": [{"set": HEAD, "of": HEAD}]}, [HEAD], "config/config.yaml")
 
 
 def test_drift_is_the_paired_ratio_over_shared_prompts_and_a_changed_verdict_is_named(head):
@@ -72,6 +72,6 @@ def test_drift_is_the_paired_ratio_over_shared_prompts_and_a_changed_verdict_is_
 
 
 def test_a_replicate_must_be_a_listed_set():
-    with pytest.raises(ConfigError, match="replicates"):
-        replicates_of({"replicates": {"rep@m": HEAD}}, [HEAD], "config/config.yaml")
-    assert replicates_of({"replicates": {"rep@m": HEAD}}, [HEAD, "rep@m"], "c") == [("rep@m", HEAD)]
+    with pytest.raises(ConfigError, match=r"replicates\.0\.set"):
+        replicates_of({"replicates": [{"set": "rep@m", "of": HEAD}]}, [HEAD], "config/config.yaml")
+    assert replicates_of({"replicates": [{"set": "rep@m", "of": HEAD}]}, [HEAD, "rep@m"], "c") == [("rep@m", HEAD)]

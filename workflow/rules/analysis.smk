@@ -74,8 +74,8 @@ rule numbers:
         studies=config["studies"],
         head=head_study(),
         title=config.get("paper", {}).get("title", "specproof"),
-        replicates="".join(f" --replicate {shlex.quote(r)} {shlex.quote(of)}"
-                           for r, of in config.get("replicates", {}).items()),
+        replicates="".join(f" --replicate {shlex.quote(e['set'])} {shlex.quote(e['of'])}"
+                           for e in config.get("replicates", [])),
         manifests=MANIFESTS,
         results=RESULTS,
         benchmarks=BENCHMARKS,

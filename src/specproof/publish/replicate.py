@@ -83,15 +83,16 @@ def verdict_survival(head: StudyAnalysis, rep: StudyAnalysis, pair: str) -> list
 
 
 def replicates_of(config: dict, studies: list[str], where: str) -> list[tuple[str, str]]:
-    """(replicate set, set it replicates) for each entry of config ``replicates``; both
-    must be among ``studies`` (their records are audited like every listed set)."""
-    out = list((config.get("replicates") or {}).items())
-    for rep, head in out:
+    """(replicate set, set it replicates) for each entry {set, of} of config ``replicates``
+    (a list, so a config merged over another replaces it whole); both must be among
+    ``studies`` (their records are audited like every listed set)."""
+    out = [(e["set"], e["of"]) for e in config.get("replicates") or []]
+    for i, (rep, head) in enumerate(out):
         if rep == head:
-            raise ConfigError(f"{where}: field replicates.{rep}: a set cannot replicate itself")
-        for s, field in ((rep, rep), (head, f"{rep} (the set it replicates)")):
+            raise ConfigError(f"{where}: field replicates.{i}: {rep!r} cannot replicate itself")
+        for s, field in ((rep, "set"), (head, "of")):
             if s not in studies:
-                raise ConfigError(f"{where}: field replicates.{field}: {s!r} is not in studies")
+                raise ConfigError(f"{where}: field replicates.{i}.{field}: {s!r} is not in studies")
     return out
 
 
