@@ -26,7 +26,7 @@ from common import write_table
 from specproof.errors import SpecproofError
 from specproof.evidence.replay import VIOLATIONS, replay_runs, study_power
 from specproof.models.loader import ModelPool
-from specproof.records import read_json, read_parquet, seed_from
+from specproof.records import read_json, read_jsonl, read_parquet, seed_from
 from specproof.study.config import load_study
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -84,7 +84,7 @@ def main() -> None:
     a = ap.parse_args()
     study = checked_study(a.config, a.set, a.model_dir)
     runs, rounds = sampled_runs(a.set), read_parquet(a.set / "rounds.parquet")
-    prompts = {r["id"]: r for r in map(json.loads, (a.set / "prompts.jsonl").read_text().splitlines())}
+    prompts = {r["id"]: r for r in read_jsonl(a.set / "prompts.jsonl")}
     alpha = float(study.data["certificate"]["alpha"])
     pool, parts = ModelPool(study), []
     for tname, target in pool.each_target(sorted(runs["target"].unique())):

@@ -106,6 +106,11 @@ def write_json(obj, path: Path) -> None:
         tmp.write_text(text)
 
 
+def read_jsonl(path: Path) -> list[dict]:
+    """The records of a JSON-lines file (blank lines skipped)."""
+    return [json.loads(line) for line in Path(path).read_text().splitlines() if line.strip()]
+
+
 def read_json(path: Path):
     from .errors import SpecproofError
     try:

@@ -12,7 +12,6 @@ Derived: agreement.parquet, costs.parquet, stats.json, certificate.json.
 """
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -24,7 +23,7 @@ from .agreement import agreement_counts, agreement_table, recomputed_q
 from .certificate import certificate
 from .costs import config_costs, end_to_end_costs, run_costs
 from .loopcost import loop_costs
-from ..records import check_seal, read_json, read_parquet, write_json, write_parquet
+from ..records import check_seal, read_json, read_jsonl, read_parquet, write_json, write_parquet
 from .statistics import acceptance_stats, best_k_reserved, category_speedups, speedup_stats
 from .summaries import recompute
 from ..study.workloads import split_of
@@ -101,7 +100,7 @@ def prompt_categories(d: Path) -> dict[str, str]:
     path = d / "prompts.jsonl"
     if not path.is_file():
         return {}
-    records = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    records = read_jsonl(path)
     return {r["id"]: r["category"] for r in records if r.get("category") is not None}
 
 
@@ -122,7 +121,7 @@ def prompt_split(d: Path, runs: pd.DataFrame, prov: dict) -> tuple[list[str], li
     appearance in the runs when the file is missing)."""
     path = d / "prompts.jsonl"
     if path.is_file():
-        records = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+        records = read_jsonl(path)
     else:
         records = [{"id": r.prompt_id, "workload": r.workload}
                    for r in runs.drop_duplicates("prompt_id").itertuples()]

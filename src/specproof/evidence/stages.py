@@ -6,7 +6,6 @@ input), never through the environment. The work is in the module that owns it.
 """
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from pathlib import Path
 
@@ -15,7 +14,7 @@ from tqdm import tqdm
 
 from ..errors import ConfigError
 from ..models import files as M
-from ..records import check_seal, read_json, read_parquet, sha256_file, write_json, write_parquet
+from ..records import check_seal, read_json, read_jsonl, read_parquet, sha256_file, write_json, write_parquet
 from ..study import prompts as P
 from ..study.config import Study, load_study
 from ..study.workloads import build_prompt_set, split_of
@@ -49,7 +48,7 @@ def stage_prompts(study: Study, d: Path) -> None:
 
 
 def load_prompt_set(d: Path) -> list[dict]:
-    return [json.loads(x) for x in (d / "prompts.jsonl").read_text().splitlines() if x.strip()]
+    return read_jsonl(d / "prompts.jsonl")
 
 
 # The prompts each model-running stage reads. No stage runs a live path on a reserved
