@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import functools
 import shlex
-import statistics
 import sys
 import time
 from pathlib import Path
 
 from specproof.publish import benchtables
+from specproof.publish.benchvalues import spread
 from specproof.evidence.provenance import capture
 
 RESULTS = Path(__file__).parent / "results"
@@ -41,9 +41,7 @@ def paired_times(ours, theirs, repeats: int) -> tuple[dict[str, list[float]], di
 def ratio_summary(times: dict[str, list[float]]) -> tuple[float, float, float]:
     """ours/theirs speed per pair (theirs time / ours time): (median, lower quartile,
     upper quartile). Pairing cancels the machine's slow drift."""
-    ratios = [t / o for o, t in zip(times["ours"], times["theirs"])]
-    q1, median, q3 = statistics.quantiles(ratios, n=4)
-    return median, q1, q3
+    return spread([t / o for o, t in zip(times["ours"], times["theirs"])])
 
 
 def goal_note(rows: list[tuple[str, float, float, float]], goal: float) -> str:
@@ -67,11 +65,12 @@ def _provenance() -> dict:
 
 
 def write_table(name: str, title: str, header: list[str], rows: list[list], notes: list[str],
-                values: dict[str, tuple]) -> Path:
+                values: dict[str, tuple], samples: tuple[str, list[dict]] | None = None) -> Path:
     """results/<name>.md and .json (specproof.publish.benchtables); ``values`` are the numbers
-    the paper cites, key -> (value, unit)."""
+    the paper cites, key -> (value, unit); ``samples`` (kind, raw samples) what they are
+    recomputed from."""
     command = " ".join(shlex.quote(a) for a in [sys.executable.split("/")[-1], *sys.argv])
     prov = _provenance()
-    out = benchtables.write_table(RESULTS, name, title, header, rows, notes, values, command, prov)
+    out = benchtables.write_table(RESULTS, name, title, header, rows, notes, values, command, prov, samples)
     print(out.read_text())
     return out

@@ -3,7 +3,8 @@ the paper.
 
 The JSON holds the table's header and rows, its notes, the headline ``values`` the paper
 cites ({key: {value, unit}}), the machine's provenance, the exact command, and
-``table_sha256``, the sha256 of the .md written with it. ``bench_numbers`` turns every
+``table_sha256``, the sha256 of the .md written with it; where the benchmark stores them,
+``kind`` and the raw ``samples`` its values are recomputed from (publish/benchvalues.py). ``bench_numbers`` turns every
 table into numbers.json entries ``bench.<name>.<key>`` whose ``sha256`` is that of the
 JSON file, so the audit can tell an edited table from a rerun one.
 """
@@ -13,7 +14,8 @@ from pathlib import Path
 
 from ..errors import SpecproofError
 from ..evidence.provenance import summary_line
-from ..records import json_scalar, read_json, sha256_file, sha256_text, write_json
+from .benchvalues import check_values
+from ..records import finite_json, json_scalar, read_json, sha256_file, sha256_text, write_json
 
 
 def _cell(x) -> str:
@@ -46,8 +48,11 @@ def _plain(v):
 
 
 def write_table(results: Path, name: str, title: str, header: list[str], rows: list[list],
-                notes: list[str], values: dict[str, tuple], command: str, provenance: dict) -> Path:
-    """Write <name>.md and <name>.json; ``values`` maps key -> (value, unit). Returns the .md."""
+                notes: list[str], values: dict[str, tuple], command: str, provenance: dict,
+                samples: tuple[str, list[dict]] | None = None) -> Path:
+    """Write <name>.md and <name>.json; ``values`` maps key -> (value, unit); ``samples``
+    (kind, raw samples) are stored for a kind benchvalues.PRODUCERS recomputes, and the
+    values are checked against that recomputation before anything is written. Returns the .md."""
     results = Path(results)
     results.mkdir(parents=True, exist_ok=True)
     md = render_markdown(title, command, summary_line(provenance), header, rows, notes)
@@ -56,6 +61,9 @@ def write_table(results: Path, name: str, title: str, header: list[str], rows: l
               "rows": [[_plain(x) for x in r] for r in rows], "notes": notes,
               "values": {k: {"value": _plain(v), "unit": u} for k, (v, u) in values.items()},
               "provenance": provenance, "table_sha256": sha256_text(md)}
+    if samples is not None:
+        record |= {"kind": samples[0], "samples": finite_json(samples[1])}
+        check_values(record, results / f"{name}.json")
     write_json(record, results / f"{name}.json")
     return results / f"{name}.md"
 

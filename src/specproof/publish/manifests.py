@@ -277,13 +277,15 @@ def _audit_bench(benchmarks: Path, numbers: dict, numbers_path: Path) -> tuple[d
     table rendered from its JSON."""
     from .audit_anchors import check_bench_tables, committed_bench_line
     from .benchtables import bench_numbers
+    from .benchvalues import check_bench_values
     rows = bench_numbers(benchmarks)
     check_bench_tables(benchmarks)
+    recomputed = check_bench_values(benchmarks)
     committed = committed_bench_line(benchmarks)
     _check(numbers, rows, "bench.", numbers_path, check_source=False)  # paths as given
     tables = len({v["source"] for v in rows.values()})
     return rows, (f"benchmarks: {len(rows)} numbers from {tables} tables in {benchmarks} match "
-                  f"{numbers_path} and their sha256; each .md is the table its JSON renders; {committed}")
+                  f"{numbers_path} and their sha256; each .md is the table its JSON renders; {recomputed}; {committed}")
 
 
 def _audit_paper(studies, manifests: Path, config, numbers: dict, numbers_path: Path) -> tuple[dict, str]:

@@ -1,0 +1,166 @@
+"""Benchmark values recomputed from the raw samples a table stores: one producer per
+kind, used by the benchmark that writes the table and by the audit that checks it.
+
+A table of a kind registered in ``PRODUCERS`` stores ``kind`` and ``samples`` (one dict
+per paired unit: a pair of models, a prompt, a repetition) beside its ``values``; the
+audit reruns the kind's producer on the samples and compares every value it yields.
+Tables written before samples were stored carry neither field and are named by the
+audit as checked against their rows only.
+"""
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Callable
+from pathlib import Path
+
+from ..errors import SpecproofError
+
+OURS = ("ours target-only", "ours fixed", "ours adaptive", "ours guard")
+THEIRS = ("theirs target-only", "theirs fixed", "theirs default")
+ACCEPTANCE_RUNS = ("ours fixed", "theirs fixed", "theirs default")
+
+
+def spread(values: list[float]) -> tuple[float, float, float]:
+    """(median, lower quartile, upper quartile) by statistics.quantiles (exclusive
+    method); one value is its own spread."""
+    if len(values) < 2:
+        return values[0], values[0], values[0]
+    q1, _, q3 = statistics.quantiles(values, n=4)
+    return statistics.median(values), q1, q3
+
+
+def _acceptance(samples: list[dict], run: str) -> float:
+    """accepted / drafted tokens of ``run`` summed over samples (NaN when none drafted)."""
+    drafted = sum(s["drafted"][run] for s in samples)
+    return sum(s["accepted"][run] for s in samples) / drafted if drafted else math.nan
+
+
+def speculative_summary(samples: list[dict]) -> dict:
+    """One pair's llama_speculative result from its samples, each {tokens_per_s: {run:
+    tok/s}, drafted: {run: n}, accepted: {run: n}, ids_equal, text_equal}: medians of
+    tok/s; ratios as spread() of per-sample ratios; speedup = median of speculative /
+    the same side's target-only; vs_completion = each of ours / theirs target-only."""
+    def ratio(num, den):
+        return spread([s["tokens_per_s"][num] / s["tokens_per_s"][den] for s in samples])
+
+    return {"n_pairs": len(samples),
+            "median": {n: statistics.median(s["tokens_per_s"][n] for s in samples) for n in OURS + THEIRS},
+            "fixed_ratio": ratio("ours fixed", "theirs fixed"),
+            "adaptive_ratio": ratio("ours adaptive", "theirs default"),
+            "guard_ratio": ratio("ours guard", "theirs default"),
+            "vs_completion": {n: ratio(n, "theirs target-only") for n in OURS},
+            "speedup": {**{n: ratio(n, "ours target-only")[0] for n in OURS[1:]},
+                        **{n: ratio(n, "theirs target-only")[0] for n in THEIRS[1:]}},
+            "acceptance": {n: _acceptance(samples, n) for n in ACCEPTANCE_RUNS},
+            "ids_equal": all(s["ids_equal"] for s in samples),
+            "text_equal": all(s["text_equal"] for s in samples)}
+
+
+def _pair_values(key: str, r: dict) -> dict[str, tuple]:
+    """The values one pair's summary gives, key -> (value, unit)."""
+    m, sp, acc = r["median"], r["speedup"], r["acceptance"]
+    best_ours = max(sp["ours adaptive"], sp["ours guard"])
+    out = {"fixed_ratio": (r["fixed_ratio"][0], "x"), "adaptive_ratio": (r["adaptive_ratio"][0], "x"),
+           "guard_ratio": (r["guard_ratio"][0], "x"),
+           "policy_ratio": (max(r["adaptive_ratio"][0], r["guard_ratio"][0]), "x"),
+           "ours_fixed_speedup": (sp["ours fixed"], "x"),
+           "ours_best_speedup": (max(sp["ours fixed"], best_ours), "x"),
+           "theirs_fixed_speedup": (sp["theirs fixed"], "x"), "theirs_default_speedup": (sp["theirs default"], "x"),
+           "theirs_best_speedup": (max(sp["theirs fixed"], sp["theirs default"]), "x"),
+           "target_only_ratio": (m["ours target-only"] / m["theirs target-only"], "x"),
+           "fixed_speedup_ratio": (sp["ours fixed"] / sp["theirs fixed"], "x"),
+           "policy_speedup_ratio": (best_ours / sp["theirs default"], "x"),
+           "acceptance_ours": (acc["ours fixed"], "share"), "acceptance_theirs": (acc["theirs fixed"], "share")}
+    for name in OURS:  # each of our configurations / llama-completion's target-only
+        slug = name.removeprefix("ours ").replace("-", "_")
+        med, q1, q3 = r["vs_completion"][name]
+        out |= {f"{slug}_vs_completion": (med, "x"), f"{slug}_vs_completion_q1": (q1, "x"),
+                f"{slug}_vs_completion_q3": (q3, "x")}
+    return {f"{key}.{name}": v for name, v in out.items()}
+
+
+def llama_speculative_values(samples: list[dict]) -> dict[str, tuple]:
+    """Every derived value of a llama_speculative table: per pair (samples grouped by
+    their ``pair`` key, in first-seen order) and across pairs (min/max ratios, which
+    pairs reach a speedup > 1 only on their side, ids and text equal everywhere)."""
+    keys = list(dict.fromkeys(s["pair"] for s in samples))
+    summaries = {k: speculative_summary([s for s in samples if s["pair"] == k]) for k in keys}
+    values = {}
+    for k, r in summaries.items():
+        values |= _pair_values(k, r)
+    fixed = [values[f"{k}.fixed_ratio"][0] for k in keys]
+    policy = [values[f"{k}.policy_ratio"][0] for k in keys]
+    theirs_only = [k for k in keys if values[f"{k}.theirs_best_speedup"][0]
+                   > max(1.0, values[f"{k}.ours_best_speedup"][0])]
+    return values | {"min_fixed_ratio": (min(fixed), "x"), "max_fixed_ratio": (max(fixed), "x"),
+                     "min_policy_ratio": (min(policy), "x"), "max_policy_ratio": (max(policy), "x"),
+                     "pairs": (len(keys), "pairs"), "theirs_only_speedup_pairs": (len(theirs_only), "pairs"),
+                     "theirs_only_speedup_keys": ("; ".join(theirs_only) or "none", "pairs"),
+                     "ids_equal": (all(r["ids_equal"] for r in summaries.values()), "bool"),
+                     "text_equal": (all(r["text_equal"] for r in summaries.values()), "bool")}
+
+
+def target_only_values(samples: list[dict]) -> dict[str, tuple]:
+    """A target_only table's ratios: per (setup, workload), the spread of per-repetition
+    ratios theirs seconds / ours seconds (ours' speed over theirs); min and max medians."""
+    keys = list(dict.fromkeys((s["setup"], s["workload"]) for s in samples))
+    values = {}
+    for setup, wl in keys:
+        med, q1, q3 = spread([s["theirs_s"] / s["ours_s"] for s in samples
+                              if (s["setup"], s["workload"]) == (setup, wl)])
+        values |= {f"{setup}.{wl}.ratio": (med, "x"), f"{setup}.{wl}.ratio_q1": (q1, "x"),
+                   f"{setup}.{wl}.ratio_q3": (q3, "x")}
+    medians = [v for k, (v, _) in values.items() if k.endswith(".ratio")]
+    return values | {"min_ratio": (min(medians), "x"), "max_ratio": (max(medians), "x")}
+
+
+PRODUCERS: dict[str, Callable[[list[dict]], dict[str, tuple]]] = {
+    "llama_speculative": llama_speculative_values, "target_only": target_only_values}
+
+
+def _same(a, b) -> bool:
+    if isinstance(a, float) or isinstance(b, float):
+        return a is not None and b is not None and math.isclose(a, b, rel_tol=1e-9, abs_tol=1e-12)
+    return a == b
+
+
+def check_values(record: dict, path) -> int:
+    """A table's stored values against its kind's producer rerun on its samples: an error
+    naming the first value that differs (or is missing); the number of values checked.
+    A table without ``kind`` and ``samples`` (written before they were stored) checks 0."""
+    if "kind" not in record and "samples" not in record:
+        return 0
+    kind = record.get("kind")
+    if kind not in PRODUCERS or not isinstance(record.get("samples"), list) or not record["samples"]:
+        raise SpecproofError(f"{path}: fields kind and samples must name a known kind ({', '.join(PRODUCERS)}) "
+                             "and hold its samples")
+    try:
+        derived = PRODUCERS[kind](record["samples"])
+    except (KeyError, TypeError, ValueError, ZeroDivisionError) as exc:
+        raise SpecproofError(f"{path}: field samples cannot give its values ({type(exc).__name__}: {exc})") from None
+    stored = record["values"]
+    for key, (value, unit) in derived.items():
+        entry = stored.get(key)
+        value = None if isinstance(value, float) and math.isnan(value) else value
+        if entry is None or entry.get("unit") != unit or not _same(entry.get("value"), value):
+            found = "missing" if entry is None else repr(entry.get("value"))
+            raise SpecproofError(f"{path}: field values.{key} is {found}; its samples give {value!r}")
+    return len(derived)
+
+
+def check_bench_values(benchmarks) -> str:
+    """Every table in ``benchmarks`` through check_values; a report line naming the
+    tables whose values were recomputed and those stored without samples."""
+    from ..records import read_json
+    checked, without = {}, []
+    for path in sorted(Path(benchmarks).glob("*.json")) if Path(benchmarks).is_dir() else []:
+        n = check_values(read_json(path), path)
+        if n:
+            checked[path.stem] = n
+        else:
+            without.append(path.stem)
+    line = (f"{sum(checked.values())} values of {len(checked)} tables recomputed from their samples "
+            f"({', '.join(checked) or 'none'})")
+    return line + (f"; written before samples were stored, checked against their rows only: {', '.join(without)}"
+                   if without else "")

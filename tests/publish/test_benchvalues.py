@@ -1,0 +1,99 @@
+"""Benchmark values recomputed from the samples a table stores: the benchmark and the audit
+run the same producer, so a value edited in a committed table fails the audit."""
+import json
+
+import pytest
+
+from specproof.errors import SpecproofError
+from specproof.publish.benchtables import write_table
+from specproof.publish.benchvalues import (check_bench_values, check_values, llama_speculative_values,
+                                           speculative_summary, spread, target_only_values)
+
+PROV = {"cpu": {"model": "test cpu", "logical_cores": 2, "ram_gib": 1.0}, "os": {"system": "Linux", "release": "x"},
+        "python": "3.11", "packages": {"torch": "t", "transformers": "tr", "llama-cpp-python": "l"}, "git": {"commit": "0123456789abcdef", "dirty": False}}
+RUNS = ("ours target-only", "ours fixed", "ours adaptive", "ours guard", "theirs target-only", "theirs fixed",
+        "theirs default")
+
+
+def _sample(pair, rep, tps, drafted=10, accepted=8, ids_equal=True):
+    return {"pair": pair, "prompt": 0, "repeat": rep, "tokens_per_s": dict(zip(RUNS, tps)),
+            "drafted": dict.fromkeys(("ours fixed", "theirs fixed", "theirs default"), drafted),
+            "accepted": dict.fromkeys(("ours fixed", "theirs fixed", "theirs default"), accepted),
+            "ids_equal": ids_equal, "text_equal": True}
+
+
+SAMPLES = [_sample("a", 0, (10, 8, 9, 10, 11, 9, 12)), _sample("a", 1, (12, 10, 11, 12, 12, 10, 12)),
+           _sample("a", 2, (11, 9, 10, 11, 12, 9, 11)), _sample("b", 0, (20, 30, 28, 20, 22, 25, 24), 20, 19),
+           _sample("b", 1, (21, 32, 30, 21, 22, 26, 25), 20, 18, ids_equal=False)]
+
+
+def test_spread_is_median_and_quartiles():
+    assert spread([1.0, 2.0, 3.0, 4.0, 5.0]) == (3.0, 1.5, 4.5)
+    assert spread([2.0]) == (2.0, 2.0, 2.0)
+
+
+def test_a_pairs_ratios_speedups_and_acceptance_follow_their_definitions():
+    r = speculative_summary(SAMPLES[:3])
+    assert r["fixed_ratio"][0] == pytest.approx(1.0)  # 8/9, 10/10, 9/9 per sample
+    assert r["speedup"]["ours fixed"] == pytest.approx(0.8181818, rel=1e-6)  # median of 0.8, 0.8333, 0.8182
+    assert r["vs_completion"]["ours target-only"][0] == pytest.approx(11 / 12)
+    assert r["acceptance"]["ours fixed"] == pytest.approx(0.8)
+    assert r["ids_equal"] and r["n_pairs"] == 3
+
+
+def test_cross_pair_values_name_each_pair_and_the_extremes():
+    v = llama_speculative_values(SAMPLES)
+    assert v["pairs"] == (2, "pairs")
+    assert v["min_fixed_ratio"][0] == pytest.approx(1.0) and v["max_fixed_ratio"][0] == pytest.approx(1.21, abs=0.02)
+    assert v["ids_equal"] == (False, "bool")  # one sample of pair b changed its ids
+    assert v["b.acceptance_ours"][0] == pytest.approx(37 / 40)
+
+
+def test_target_only_ratio_is_theirs_seconds_over_ours():
+    samples = [{"setup": "s", "workload": "code", "repeat": i, "ours_s": 1.0, "theirs_s": t}
+               for i, t in enumerate((0.9, 1.0, 1.1))]
+    v = target_only_values(samples)
+    assert v["s.code.ratio"] == (1.0, "x") and v["min_ratio"] == v["max_ratio"] == (1.0, "x")
+
+
+def _table(tmp_path, values=None):
+    derived = llama_speculative_values(SAMPLES)
+    return write_table(tmp_path, "llama_speculative_qwen", "T", ["pair"], [["a"]], ["n"],
+                       values if values is not None else {**derived, "k": (4, "K")}, "python x.py", PROV,
+                       ("llama_speculative", SAMPLES))
+
+
+def test_the_writer_refuses_values_its_samples_do_not_give(tmp_path):
+    wrong = {**llama_speculative_values(SAMPLES), "a.fixed_ratio": (1.3, "x")}
+    with pytest.raises(SpecproofError, match=r"field values\.a\.fixed_ratio is 1\.3; its samples give 1\.0"):
+        _table(tmp_path, wrong)
+    assert not (tmp_path / "llama_speculative_qwen.json").exists()
+
+
+@pytest.mark.parametrize("edit, field", [
+    (lambda d: d["values"]["a.fixed_ratio"].update(value=1.25), "values.a.fixed_ratio"),
+    (lambda d: d["values"].pop("b.guard_ratio"), "values.b.guard_ratio"),
+    (lambda d: d["values"]["ids_equal"].update(value=True), "values.ids_equal"),
+    (lambda d: d["samples"][0]["tokens_per_s"].update({"ours fixed": 80}), "values.a.fixed_ratio"),
+    (lambda d: d["samples"][1].pop("drafted"), "samples"),
+    (lambda d: d.update(kind="nonesuch"), "kind"),
+])
+def test_an_edited_value_or_sample_is_named_by_file_and_field(tmp_path, edit, field):
+    _table(tmp_path)
+    path = tmp_path / "llama_speculative_qwen.json"
+    data = json.loads(path.read_text())
+    assert check_values(data, path) > 0
+    edit(data)
+    with pytest.raises(SpecproofError, match=rf"llama_speculative_qwen\.json: field(s)? .*{field.split('.')[0]}"):
+        check_values(data, path)
+    path.write_text(json.dumps(data))
+    with pytest.raises(SpecproofError, match=r"llama_speculative_qwen\.json"):
+        check_bench_values(tmp_path)
+
+
+def test_the_report_line_names_tables_without_samples(tmp_path):
+    _table(tmp_path)
+    write_table(tmp_path, "old", "Old", ["x"], [[1]], [], {"x": (1, "x")}, "python old.py", PROV)
+    line = check_bench_values(tmp_path)
+    assert "of 1 tables recomputed from their samples (llama_speculative_qwen)" in line
+    assert line.endswith("checked against their rows only: old")
