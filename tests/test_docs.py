@@ -313,6 +313,8 @@ EXERCISED: dict[str, list[How]] = {
     ".venv/bin/python benchmarks/certificate_power.py": [HELP],
     ".venv/bin/python benchmarks/bandwidth.py": [HELP],
     ".venv/bin/python benchmarks/llama_speculative.py --quick": [HELP],
+    ".venv/bin/python benchmarks/llama_speculative.py --pairs qwen --k 4 --fixed-goal 1.05 "
+    "--table llama_speculative_qwen_k4": [HELP],
     "make peers": [_dry(_has("benchmarks/peers.py"))],
     "make bench": [_dry(_has("target_only", "llama_speculative"))],
 }

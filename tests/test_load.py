@@ -1,4 +1,6 @@
-"""specproof.load: other processes' CPU time while a block is timed, and the warning."""
+"""specproof.load: other processes' CPU time while a block is timed, the warning, and the
+heartbeat that keeps a long stage from being silent."""
+import re
 import subprocess
 import sys
 import time
@@ -48,3 +50,27 @@ def test_provenance_records_which_source_tree_ran():
     code = capture()["code"]
     assert Path(code["package_dir"]) == Path(specproof.__file__).resolve().parent
     assert set(code["git"]) == {"commit", "dirty"}
+
+
+def test_a_heartbeat_prints_while_its_block_runs_and_stops_after(capsys):
+    import io
+
+    from specproof.load import heartbeat
+    out = io.StringIO()
+    with heartbeat("stage demo", every_s=0.02, stream=out):
+        time.sleep(0.2)
+    lines = out.getvalue().splitlines()
+    assert lines and all(re.fullmatch(r"stage demo: still running \(\d+ s\)", x) for x in lines)
+    time.sleep(0.06)
+    assert out.getvalue().splitlines() == lines  # no line once the block has ended
+
+
+def test_every_stage_runs_under_a_heartbeat(tmp_path, capsys):
+    """run_stage wraps any stage, including a seeded one, so no stage is silent for long."""
+    from specproof.evidence import stages
+    stages.SEEDED["_slow"] = lambda seed, d: time.sleep(0.2)
+    try:
+        stages.run_stage("_slow", tmp_path, seed=1, heartbeat_s=0.02)
+    finally:
+        del stages.SEEDED["_slow"]
+    assert "stage _slow: still running" in capsys.readouterr().err

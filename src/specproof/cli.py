@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 
 from .errors import ConfigError, ModelFileError, SpecproofError
+from .load import heartbeat
 
 DESCRIPTION = """Does speculative decoding speed up a model pair on this machine, and by how much?
 `specproof decode` times one prompt target-only and speculatively; `specproof advise`
@@ -188,8 +189,9 @@ def cmd_decode(a) -> int:
         raise ConfigError(f"{where}: empty prompt: it tokenizes to no ids")
     _check_fits(where, len(prompt_ids), a.max_new_tokens, models)
     drafter = load_drafter(draft_spec, target, a.temperature, a.seed)
-    out = ab_compare(target, drafter, prompt_ids, settings, lambda: make_policy(a.policy, a.k),
-                     a.repeats, {"k": a.k, "policy": a.policy}, log)
+    with heartbeat("decode", stream=sys.stderr):
+        out = ab_compare(target, drafter, prompt_ids, settings, lambda: make_policy(a.policy, a.k),
+                         a.repeats, {"k": a.k, "policy": a.policy}, log)
     if a.json:
         from .records import strict_json
         print(strict_json({**out, "provenance": _provenance(target, drafter)}))
@@ -251,11 +253,12 @@ def cmd_advise(a) -> int:
     prompts = _advise_prompts(a, sources, target, models)
     drafter = load_drafter(draft_spec, target, a.temperature, a.seed)
     log("measuring verify cost v(B), draft step cost, and acceptance by position ...")
-    res = advise(target, drafter, prompts, k_max=a.k_max, temperature=a.temperature, seed=a.seed)
-    if a.check:
-        log(f"checking: realized speedup at K={res['k']} ...")
-        res["realized_speedup"] = realized_speedup(target, drafter, prompts, res["k"], a.temperature,
-                                                   seed=a.seed, max_new_tokens=ADVISE_TOKENS)
+    with heartbeat("advise", stream=sys.stderr):
+        res = advise(target, drafter, prompts, k_max=a.k_max, temperature=a.temperature, seed=a.seed)
+        if a.check:
+            log(f"checking: realized speedup at K={res['k']} ...")
+            res["realized_speedup"] = realized_speedup(target, drafter, prompts, res["k"], a.temperature,
+                                                       seed=a.seed, max_new_tokens=ADVISE_TOKENS)
     if a.json:
         from .records import strict_json
         print(strict_json({**res, "provenance": _provenance(target, drafter)}))
@@ -332,7 +335,7 @@ def cmd_numbers(a) -> int:
     config = {"studies": a.studies, "study": a.head, "paper": {"title": a.title},
               "replicates": [{"set": r, "of": of} for r, of in a.replicate]}
     out = output_file(a.out, "--out")
-    n = build_numbers(config, Path(a.manifests), Path(a.results), out, Path(a.benchmarks))
+    n = build_numbers(config, Path(a.manifests), Path(a.results), out, Path(a.benchmarks), Path(a.cited))
     print(f"{a.out}: {len(n)} numbers")
     return 0
 
@@ -502,6 +505,7 @@ def _numbers_parser(sub) -> argparse.ArgumentParser:
     n.add_argument("--results", default="results", help="this machine's study results")
     n.add_argument("--benchmarks", default="benchmarks/results",
                    help="benchmark tables (<name>.json beside <name>.md); none if absent")
+    n.add_argument("--cited", default="paper/cited.yaml", help="the benchmark goals (benchmark_goals)")
     n.add_argument("--out", default="paper/build/numbers.json", help="the numbers file")
     return n
 

@@ -85,3 +85,29 @@ def warn_if_busy(what: str, shares: list) -> None:
     line = busy_warning(what, shares)
     if line:
         print(line, file=sys.stderr)
+
+
+HEARTBEAT_S = 10.0  # a long stage says it is alive at least this often (seconds)
+
+
+@contextmanager
+def heartbeat(label: str, every_s: float = HEARTBEAT_S, stream=None):
+    """While the block runs, print '<label>: still running (<N> s)' to ``stream`` (stderr)
+    every ``every_s`` seconds, so no stage is silent for long whatever its own progress
+    bar does. A daemon thread that sleeps between lines: its wake-ups cost microseconds,
+    nothing a timed block can see."""
+    import threading
+    stream = sys.stderr if stream is None else stream
+    stop, t0 = threading.Event(), time.monotonic()
+
+    def beat():
+        while not stop.wait(every_s):
+            print(f"{label}: still running ({time.monotonic() - t0:.0f} s)", file=stream, flush=True)
+
+    thread = threading.Thread(target=beat, name=f"heartbeat {label}", daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join()

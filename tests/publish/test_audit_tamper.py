@@ -32,7 +32,7 @@ def copy(tmp_path, analysis):
     from specproof.publish.numbers import study_numbers
     shutil.copytree(set_dir(ROOT / "manifests", SET), set_dir(tmp_path / "manifests", SET))
     numbers = read_json(ROOT / "paper" / "build" / "numbers.json")
-    bench = {k: v for k, v in numbers.items() if k.startswith("bench.")}
+    bench = {k: v for k, v in numbers.items() if k.startswith(("bench.", "bench_goal."))}
     own = study_numbers(analysis, manifest_sha256(ROOT / "manifests", SET), prefix=SET)
     write_json({**own, **bench}, tmp_path / "numbers.json")
     return tmp_path
@@ -375,11 +375,13 @@ def test_a_changed_paper_row_fails_the_audit(copy, cached, metric, value):
     rows, note = paper_numbers([SET], copy / "manifests", copy / "config.yaml")
     assert note is None and set(rows) == {"paper.title", "paper.study", "paper.frozen"}
     write_json({**numbers, **rows}, copy / "numbers.json")
-    audit([SET], copy / "manifests", copy / "numbers.json", ROOT / "benchmarks" / "results", copy / "config.yaml")
+    audit([SET], copy / "manifests", copy / "numbers.json", ROOT / "benchmarks" / "results", copy / "config.yaml",
+          cited=ROOT / "paper" / "cited.yaml")
     rows[f"paper.{metric}"]["value"] = value
     write_json({**numbers, **rows}, copy / "numbers.json")
     with pytest.raises(SpecproofError, match=rf"numbers\.json: paper\.{metric}: numbers\.json has"):
-        audit([SET], copy / "manifests", copy / "numbers.json", ROOT / "benchmarks" / "results", copy / "config.yaml")
+        audit([SET], copy / "manifests", copy / "numbers.json", ROOT / "benchmarks" / "results", copy / "config.yaml",
+              cited=ROOT / "paper" / "cited.yaml")
 
 
 def _bench_copy(tmp: Path) -> Path:

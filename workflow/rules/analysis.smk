@@ -61,6 +61,7 @@ rule numbers:
     input:
         all_study_records,
         benchmark_tables,
+        cited="paper/cited.yaml",
     output:
         f"{PAPER}/build/numbers.json",
     log:
@@ -82,4 +83,4 @@ rule numbers:
     shell:
         "specproof numbers --studies {params.studies:q} --head {params.head:q} --title {params.title:q}{params.replicates} "
         "--manifests {params.manifests:q} --results {params.results:q} --benchmarks {params.benchmarks:q} "
-        "--out {output:q} > {log:q} 2>&1"
+        "--cited {input.cited:q} --out {output:q} > {log:q} 2>&1"

@@ -44,15 +44,21 @@ def seal_predictions(study: Study, discovery: list[dict], reserved: list[dict],
     k = study.section("qualification", k=4)["k"]
     n = study.settings["max_new_tokens"]
     pool, disc_rows, paths, predictions = ModelPool(study), [], [], {}
-    for tname, target in pool.each_target(tqdm(study.target_names, desc="predict", unit="target")):
+    # one tick per decode: each predictor on each discovery prompt, each path's live run on
+    # each, and at most every predictor on each reserved prompt (fewer ticks when fewer chosen)
+    per_target = len(discovery) * (len(PREDICTORS) + len(VERIFY_MODES)) + len(reserved) * len(PREDICTORS)
+    bar = tqdm(total=per_target * len(study.target_names), desc="predict", unit="decode")
+    tick = lambda x: (bar.update(1), x)[1]  # noqa: E731
+    for tname, target in pool.each_target(study.target_names):
+        done = bar.n
         dname = qualification_draft(study, tname)
-        cand = {(p, rec["id"]): predict_greedy(target, prompt_ids(target, rec), n, p, k)
+        cand = {(p, rec["id"]): tick(predict_greedy(target, prompt_ids(target, rec), n, p, k))
                 for p in PREDICTORS for rec in discovery}
         for mode in VERIFY_MODES:
             s = DecodeSettings(n, 0.0, study.settings["seed"], mode)
             for rec in discovery:
-                live = decode_speculative(target, pool.drafter(dname, target, 0.0, s.seed),
-                                          prompt_ids(target, rec), s, make_policy("fixed", k)).new_ids
+                live = tick(decode_speculative(target, pool.drafter(dname, target, 0.0, s.seed),
+                                               prompt_ids(target, rec), s, make_policy("fixed", k)).new_ids)
                 disc_rows += [{"target": tname, "verify_mode": mode, "prompt_id": rec["id"],
                                "predictor": p, "holds": cand[p, rec["id"]] == live} for p in PREDICTORS]
             held = {p: sum(r["holds"] for r in disc_rows
@@ -62,12 +68,14 @@ def seal_predictions(study: Study, discovery: list[dict], reserved: list[dict],
             paths.append({"target": tname, "draft": dname, "verify_mode": mode, "predictor": best,
                           "discovery_matched": held[best], "discovery_total": len(discovery)})
         chosen = {p["predictor"] for p in paths if p["target"] == tname}
-        reserved_ids = {(p, rec["id"]): predict_greedy(target, prompt_ids(target, rec), n, p, k)
+        reserved_ids = {(p, rec["id"]): tick(predict_greedy(target, prompt_ids(target, rec), n, p, k))
                         for p in chosen for rec in reserved}
+        bar.update(done + per_target - bar.n)
         for path in (p for p in paths if p["target"] == tname):
             for rec in reserved:
                 predictions[path_key(tname, path["verify_mode"], rec["id"])] = \
                     reserved_ids[path["predictor"], rec["id"]]
+    bar.close()
     write_json({"hypothesis": HYPOTHESIS, "k": k, "paths": paths, "discovery": disc_rows,
                 "reserved_prompts": [r["id"] for r in reserved], "predictions": predictions},
                predictions_out)

@@ -122,8 +122,19 @@ def code_state() -> dict:
     return {"package_dir": str(package_dir), "git": git_state(package_dir)}
 
 
-def capture(root: Path | None = None) -> dict:
-    """The machine and software record for a study or benchmark."""
+def memory_bandwidth() -> dict:
+    """This machine's STREAM Add bandwidth (evidence.bandwidth.add_bandwidth) on one
+    thread and on every usable core, GB/s (1e9 bytes/s), 3 x 128 MiB arrays, best of 3."""
+    from .bandwidth import ADD_BYTES_PER_ELEMENT, add_bandwidth
+    cores, elements = usable_cores(), 1 << 24
+    return {"method": f"STREAM Add, {ADD_BYTES_PER_ELEMENT} bytes per float64 element, {elements} elements, "
+                      "best of 3", "unit": "GB/s",
+            "threads": {str(t): add_bandwidth(t, elements, repeats=3) / 1e9 for t in sorted({1, cores})}}
+
+
+def capture(root: Path | None = None, bandwidth: bool = False) -> dict:
+    """The machine and software record for a study or benchmark; with ``bandwidth``
+    also its memory bandwidth (a second of numpy, for records that time decoding)."""
     root = root or Path.cwd()
     return {
         "captured_at": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
@@ -144,6 +155,7 @@ def capture(root: Path | None = None) -> dict:
         "load": {"loadavg": load_average(), "usable_cores": usable_cores()},
         "git": git_state(root),
         "code": code_state(),
+        **({"memory_bandwidth": memory_bandwidth()} if bandwidth else {}),
     }
 
 

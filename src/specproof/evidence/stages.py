@@ -13,6 +13,7 @@ import pandas as pd
 from tqdm import tqdm
 
 from ..errors import ConfigError
+from ..load import HEARTBEAT_S, heartbeat
 from ..models import files as M
 from ..records import check_seal, read_json, read_jsonl, read_parquet, sha256_file, write_json, write_parquet
 from ..study import prompts as P
@@ -77,7 +78,7 @@ def prompts_for(study: Study, d: Path, stage: str) -> list[dict]:
 
 
 def stage_provenance(study: Study, d: Path) -> None:
-    prov = capture()
+    prov = capture(bandwidth=True)
     prov["study"] = {"name": study.name, "config_sha256": study.sha256(), "config": study.data}
     prov["prompts_sha256"] = sha256_file(d / "prompts.jsonl")
     prov["models"] = read_json(d / "models.json")
@@ -249,14 +250,21 @@ def gather(stage: str, study: Study, d: Path) -> None:
 
 def run_stage(name: str, results: Path, config: Path | None = None, seed: int | None = None,
               part: str | None = None, gather_jobs: bool = False,
-              stages: dict[str, Stage] | None = None, model_dir: Path | None = None) -> None:
+              stages: dict[str, Stage] | None = None, model_dir: Path | None = None,
+              heartbeat_s: float = HEARTBEAT_S) -> None:
     """Run one stage into ``results``. ``config`` is the study config file (every stage
     but the seeded ones reads it); ``seed`` is the study seed for the seeded ones.
     ``part`` runs one job of a split stage (a pair or a target, see ``JOBS``) into
     ``job_dir``; ``gather_jobs`` joins a split stage's jobs instead of running it.
     ``model_dir`` is where derived model files go (``Study.model_dir``); the study's
-    ``settings.threads`` reach the backends in their specs (``Study.target_spec``)."""
-    stages = STAGES if stages is None else stages
+    ``settings.threads`` reach the backends in their specs (``Study.target_spec``). A
+    line every ``heartbeat_s`` seconds says the stage is still running."""
+    with heartbeat(f"stage {name}" + (f" ({part})" if part else ""), heartbeat_s):
+        _run_stage(name, results, config, seed, part, gather_jobs, STAGES if stages is None else stages, model_dir)
+
+
+def _run_stage(name: str, results: Path, config: Path | None, seed: int | None, part: str | None,
+               gather_jobs: bool, stages: dict[str, Stage], model_dir: Path | None) -> None:
     if name not in stages and name not in SEEDED:
         raise ConfigError(f"unknown stage {name!r}: choose one of {', '.join([*stages, *SEEDED])}")
     if (part is not None or gather_jobs) and name not in JOBS:

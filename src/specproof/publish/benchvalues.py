@@ -162,5 +162,6 @@ def check_bench_values(benchmarks) -> str:
             without.append(path.stem)
     line = (f"{sum(checked.values())} values of {len(checked)} tables recomputed from their samples "
             f"({', '.join(checked) or 'none'})")
-    return line + (f"; written before samples were stored, checked against their rows only: {', '.join(without)}"
+    return line + (f"; storing no samples (older or derived tables), checked against their rows only: "
+                   f"{', '.join(without)}"
                    if without else "")

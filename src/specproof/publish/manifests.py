@@ -198,7 +198,7 @@ def audit(studies: list[str], manifests: Path, numbers_path: Path,
     if rows:
         report.append(f"replicates: {len(rows)} replicate comparisons match {numbers_path}")
     if benchmarks is not None:
-        rows, line = _audit_bench(Path(benchmarks), numbers, numbers_path)
+        rows, line = _audit_bench(Path(benchmarks), numbers, numbers_path, cited)
         recomputed.update(rows)
         report.append(line)
     rows, line = _audit_paper(studies, manifests, config, numbers, numbers_path)
@@ -213,13 +213,11 @@ def _audit_replicates(studies, config, analyses, shas, numbers: dict, numbers_pa
     """replicate.* rows recomputed from the audited sets, for the replicates ``config``
     names when it lists these studies (none otherwise: their rows then stay unrecomputed)."""
     from ..study.config import load_config
-    from .replicate import replicate_numbers, replicates_of
+    from .replicate import config_replicate_numbers
     cfg = load_config(Path(config)) if config is not None and Path(config).is_file() else None
     if cfg is None or list(cfg["studies"]) != list(studies):
         return {}
-    rows: dict = {}
-    for rep, of in replicates_of(cfg, studies, str(config)):
-        rows.update(replicate_numbers(analyses[of], analyses[rep], of, rep, shas[rep]))
+    rows = config_replicate_numbers(cfg, studies, str(config), analyses, shas)
     _check(numbers, rows, "replicate.", numbers_path)
     return rows
 
@@ -272,20 +270,24 @@ def _audit_set(set_id: str, manifests: Path, numbers: dict, numbers_path: Path):
     return analysis, sha, recomputed, report
 
 
-def _audit_bench(benchmarks: Path, numbers: dict, numbers_path: Path) -> tuple[dict, str]:
-    """(bench.* rows recomputed from the tables' JSON, report line); each .md is the
-    table rendered from its JSON."""
+def _audit_bench(benchmarks: Path, numbers: dict, numbers_path: Path, cited: Path | None) -> tuple[dict, str]:
+    """(bench.* rows recomputed from the tables' JSON and bench_goal.* rows from them and
+    ``cited``'s goals, report line); each .md is the table rendered from its JSON."""
     from .audit_anchors import check_bench_tables, committed_bench_line
     from .benchtables import bench_numbers
+    from .benchgoals import cited_goal_rows
     from .benchvalues import check_bench_values
     rows = bench_numbers(benchmarks)
     check_bench_tables(benchmarks)
     recomputed = check_bench_values(benchmarks)
     committed = committed_bench_line(benchmarks)
     _check(numbers, rows, "bench.", numbers_path, check_source=False)  # paths as given
+    goals = cited_goal_rows(rows, cited)
+    _check(numbers, goals, "bench_goal.", numbers_path, check_source=False)
     tables = len({v["source"] for v in rows.values()})
-    return rows, (f"benchmarks: {len(rows)} numbers from {tables} tables in {benchmarks} match "
-                  f"{numbers_path} and their sha256; each .md is the table its JSON renders; {recomputed}; {committed}")
+    return rows | goals, (f"benchmarks: {len(rows)} numbers from {tables} tables in {benchmarks} and "
+                          f"{len(goals)} goal verdicts match {numbers_path} and their sha256; each .md is the "
+                          f"table its JSON renders; {recomputed}; {committed}")
 
 
 def _audit_paper(studies, manifests: Path, config, numbers: dict, numbers_path: Path) -> tuple[dict, str]:

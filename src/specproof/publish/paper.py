@@ -25,22 +25,24 @@ def records_dir(set_id: str, manifests: Path, results: Path) -> Path:
 
 
 def build_numbers(config: dict, manifests: Path, results: Path, out: Path,
-                  benchmarks: Path | None = None) -> dict:
-    """Every study's numbers, the benchmark tables' (``bench.*``, from ``benchmarks``)
+                  benchmarks: Path | None = None, cited: Path | None = None) -> dict:
+    """Every study's numbers, the benchmark tables' (``bench.*``, from ``benchmarks``),
+    their goals' verdicts (``bench_goal.*``, the goals from ``cited``'s benchmark_goals)
     and the paper's own (title, head study, frozen or not)."""
     from ..analysis.analyze import analyze
+    from .benchgoals import cited_goal_rows
     from .benchtables import bench_numbers
     from .numbers import Rows, machine_numbers, study_numbers
-    from .replicate import replicate_numbers, replicates_of
+    from .replicate import config_replicate_numbers
     numbers: dict = bench_numbers(benchmarks) if benchmarks is not None else {}
+    numbers.update(cited_goal_rows(numbers, cited))
     analyses, shas = {}, {}
     for set_id in config["studies"]:
         analyses[set_id] = analyze(records_dir(set_id, manifests, results))
         shas[set_id] = manifest_sha256(manifests, set_id)
         numbers.update(study_numbers(analyses[set_id], shas[set_id], prefix=set_id))
     numbers.update(machine_numbers(analyses, shas))
-    for rep, of in replicates_of(config, config["studies"], "config/config.yaml"):
-        numbers.update(replicate_numbers(analyses[of], analyses[rep], of, rep, shas[rep]))
+    numbers.update(config_replicate_numbers(config, config["studies"], "config/config.yaml", analyses, shas))
     head = config.get("study", config["studies"][0])
     rows = Rows(manifest_sha256=manifest_sha256(manifests, head))
     put = rows.at("paper")

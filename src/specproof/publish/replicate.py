@@ -96,6 +96,16 @@ def replicates_of(config: dict, studies: list[str], where: str) -> list[tuple[st
     return out
 
 
+def config_replicate_numbers(config: dict, studies: list[str], where: str, analyses: dict,
+                             shas: dict) -> dict:
+    """The replicate.* rows of every replicate ``config`` names (replicates_of), from the
+    sets' analyses and manifest sha256s: what the paper prints and the audit recomputes."""
+    rows: dict = {}
+    for rep, of in replicates_of(config, studies, where):
+        rows.update(replicate_numbers(analyses[of], analyses[rep], of, rep, shas[rep]))
+    return rows
+
+
 def replicate_numbers(head: StudyAnalysis, rep: StudyAnalysis, head_set: str, rep_set: str,
                       rep_sha: str | None) -> dict:
     """Rows 'replicate.<rep_set>.<pair>.*' (attribute ``of``: ``head_set``): per pair,
