@@ -32,7 +32,7 @@ def copy(tmp_path, analysis):
     from specproof.publish.numbers import study_numbers
     shutil.copytree(set_dir(ROOT / "manifests", SET), set_dir(tmp_path / "manifests", SET))
     numbers = read_json(ROOT / "paper" / "build" / "numbers.json")
-    bench = {k: v for k, v in numbers.items() if k.startswith(("bench.", "bench_goal."))}
+    bench = {k: v for k, v in numbers.items() if k.startswith(("bench.", "bench_goal.", "cited."))}
     own = study_numbers(analysis, manifest_sha256(ROOT / "manifests", SET), prefix=SET)
     write_json({**own, **bench}, tmp_path / "numbers.json")
     return tmp_path

@@ -7,6 +7,7 @@ import yaml
 from specproof.errors import SpecproofError
 from specproof.publish.benchgoals import cited_goal_rows, goal_rows
 from specproof.publish.benchtables import bench_numbers, write_table
+from specproof.publish.benchvalues import target_only_values
 from specproof.publish.manifests import _audit_bench
 
 PROV = {"cpu": {"model": "test cpu", "logical_cores": 2, "ram_gib": 1.0}, "os": {"system": "Linux", "release": "x"},
@@ -41,7 +42,9 @@ def test_identical_ids_must_also_hold_and_the_best_of_several_is_a_maximum():
 
 def test_the_audit_refuses_an_edited_verdict(tmp_path):
     results = tmp_path / "results"
-    write_table(results, "target_only", "T", ["x"], [[1]], [], {"min_ratio": (0.9, "x")}, "python t.py", PROV)
+    samples = [{"setup": "s", "workload": "code", "repeat": i, "ours_s": 1.0, "theirs_s": 0.9} for i in range(3)]
+    write_table(results, "target_only", "T", ["x"], [[1]], [], target_only_values(samples), "python t.py", PROV,
+                ("target_only", samples))
     cited = tmp_path / "cited.yaml"
     cited.write_text(yaml.safe_dump({"benchmark_goals": {"target_only_ratio": 0.98}}))
     numbers = bench_numbers(results)
@@ -51,3 +54,8 @@ def test_the_audit_refuses_an_edited_verdict(tmp_path):
     numbers["bench_goal.target_only.met"]["value"] = True
     with pytest.raises(SpecproofError, match=r"bench_goal\.target_only\.met"):
         _audit_bench(results, numbers, tmp_path / "numbers.json", cited)
+
+
+def test_a_goal_missing_from_cited_yaml_is_an_error_when_its_table_is_there():
+    with pytest.raises(SpecproofError, match=r"c\.yaml: field benchmark_goals\.ngram_ratio is missing \(goal ngram"):
+        goal_rows(_bench(ngram__min_ratio=1.2, ngram__ids_identical=True), {}, "c.yaml")

@@ -97,3 +97,15 @@ def test_the_report_line_names_tables_without_samples(tmp_path):
     line = check_bench_values(tmp_path)
     assert "of 1 tables recomputed from their samples (llama_speculative_qwen)" in line
     assert line.endswith("checked against their rows only: old")
+
+
+def test_a_table_that_stores_samples_cannot_drop_them(tmp_path):
+    path = tmp_path / "target_only_qwen.json"
+    with pytest.raises(SpecproofError, match=r"target_only_qwen\.json: fields kind and samples are missing"):
+        check_values({"values": {"min_ratio": {"value": 0.99, "unit": "x"}}}, path)
+    assert check_values({"values": {}}, tmp_path / "ngram.json") == 0  # an older table
+
+
+def test_the_counts_a_table_prints_come_from_its_samples():
+    v = llama_speculative_values(SAMPLES)
+    assert v["prompts"] == (1, "prompts") and v["repeats"] == (3, "runs")

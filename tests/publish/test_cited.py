@@ -95,3 +95,18 @@ def test_a_changed_source_is_named(cited, tmp_path):
 ])
 def test_textual_forms_of_a_figure(value, text, found):
     assert figure_in(value, text) is found
+
+
+def test_cited_figures_are_rows_the_audit_recomputes(cited, tmp_path):
+    """The paper prints cited figures from numbers.json rows; an edited row fails the audit."""
+    from specproof.publish.cited import cited_rows
+    from specproof.publish.manifests import _audit_cited_rows
+    rows = cited_rows(cited, "paper/cited.yaml")
+    assert rows["cited.laptop_study.best_speedup"]["value"] == cited["laptop_study"]["best_speedup"]
+    assert rows["cited.study_goals.greedy_k_values"]["section"] == "study_goals"
+    assert not any(k.startswith("cited.quotes.") or k.startswith("cited.sources.") for k in rows)
+    numbers = copy.deepcopy(rows)
+    _audit_cited_rows(CITED, numbers, tmp_path / "numbers.json")
+    numbers["cited.laptop_study.best_speedup"]["value"] = 1.9
+    with pytest.raises(Exception, match=r"cited\.laptop_study\.best_speedup"):
+        _audit_cited_rows(CITED, numbers, tmp_path / "numbers.json")

@@ -13,6 +13,7 @@ import operator
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..errors import SpecproofError
 from .numbers import Rows
 
 QWEN_TABLES = ("llama_speculative_qwen_k1", "llama_speculative_qwen_k4")
@@ -67,8 +68,11 @@ def goal_rows(bench: dict, goals: dict, cited_path: str) -> dict:
     rows = Rows()
     for g in GOALS:
         keys = [f"bench.{t}.{n}" for t, n in (*g.values, *g.must_hold)]
-        if not all(k in bench for k in keys) or g.goal not in goals:
+        if not all(k in bench for k in keys):
             continue
+        if g.goal not in goals:
+            raise SpecproofError(f"{cited_path}: field benchmark_goals.{g.goal} is missing (goal {g.name} of "
+                                 f"{', '.join(sorted({t for t, _ in g.values}))})")
         values = [bench[f"bench.{t}.{n}"]["value"] for t, n in g.values]
         if any(v is None for v in values):
             continue

@@ -97,6 +97,8 @@ def llama_speculative_values(samples: list[dict]) -> dict[str, tuple]:
                      "min_policy_ratio": (min(policy), "x"), "max_policy_ratio": (max(policy), "x"),
                      "pairs": (len(keys), "pairs"), "theirs_only_speedup_pairs": (len(theirs_only), "pairs"),
                      "theirs_only_speedup_keys": ("; ".join(theirs_only) or "none", "pairs"),
+                     "prompts": (len({s["prompt"] for s in samples}), "prompts"),
+                     "repeats": (len({s["repeat"] for s in samples}), "runs"),
                      "ids_equal": (all(r["ids_equal"] for r in summaries.values()), "bool"),
                      "text_equal": (all(r["text_equal"] for r in summaries.values()), "bool")}
 
@@ -112,11 +114,15 @@ def target_only_values(samples: list[dict]) -> dict[str, tuple]:
         values |= {f"{setup}.{wl}.ratio": (med, "x"), f"{setup}.{wl}.ratio_q1": (q1, "x"),
                    f"{setup}.{wl}.ratio_q3": (q3, "x")}
     medians = [v for k, (v, _) in values.items() if k.endswith(".ratio")]
-    return values | {"min_ratio": (min(medians), "x"), "max_ratio": (max(medians), "x")}
+    return values | {"min_ratio": (min(medians), "x"), "max_ratio": (max(medians), "x"),
+                     "repeats": (len({s["repeat"] for s in samples}), "pairs")}
 
 
 PRODUCERS: dict[str, Callable[[list[dict]], dict[str, tuple]]] = {
     "llama_speculative": llama_speculative_values, "target_only": target_only_values}
+# tables written since samples were stored: they must keep them (a table stripped of its
+# samples would otherwise pass as an older one)
+SAMPLED_TABLES = ("target_only", "target_only_qwen", "llama_speculative_qwen_k1", "llama_speculative_qwen_k4")
 
 
 def _same(a, b) -> bool:
@@ -130,6 +136,8 @@ def check_values(record: dict, path) -> int:
     naming the first value that differs (or is missing); the number of values checked.
     A table without ``kind`` and ``samples`` (written before they were stored) checks 0."""
     if "kind" not in record and "samples" not in record:
+        if Path(path).stem in SAMPLED_TABLES:
+            raise SpecproofError(f"{path}: fields kind and samples are missing (this table stores its samples)")
         return 0
     kind = record.get("kind")
     if kind not in PRODUCERS or not isinstance(record.get("samples"), list) or not record["samples"]:

@@ -185,3 +185,21 @@ def cited_errors(cited: dict, seeds: Path | None = None) -> list[str]:
     if seeds is not None and Path(seeds).is_dir():
         errors += seed_errors(cited, Path(seeds))
     return errors
+
+
+ROW_SECTIONS = ("study_goals",)  # goals the paper holds its own records to, printed like the figures
+
+
+def cited_rows(cited: dict, cited_path: str) -> dict:
+    """numbers.json rows 'cited.<section>.<name>' (group 'cited', attribute ``section``)
+    for every scalar of the sections that cite other work (their figures, titles and
+    short names) and of ROW_SECTIONS, so the paper prints cited figures from rows like
+    its own; the audit recomputes them from the same yaml and checks each figure's quote."""
+    from .numbers import Rows
+    rows = Rows()
+    for section in [*cited_sections(cited), *(s for s in ROW_SECTIONS if isinstance(cited.get(s), dict))]:
+        put = rows.at("cited", section=section)
+        for name, value in cited[section].items():
+            if isinstance(value, (bool, int, float, str)):
+                put(name, value, "text" if isinstance(value, str) else "cited", cited_path)
+    return rows.out

@@ -204,6 +204,10 @@ def audit(studies: list[str], manifests: Path, numbers_path: Path,
     rows, line = _audit_paper(studies, manifests, config, numbers, numbers_path)
     recomputed.update(rows)
     report.append(line)
+    if cited is not None:
+        rows = _audit_cited_rows(Path(cited), numbers, numbers_path)
+        recomputed.update(rows)
+        report.append(f"cited: {len(rows)} cited figures and goals match {numbers_path} and {cited}")
     _check_all_recomputed(numbers, recomputed, numbers_path)
     report.append(f"numbers: all {len(numbers)} rows of {numbers_path} recomputed")
     return report + _audit_paper_files(cited, seeds, pdf)
@@ -288,6 +292,21 @@ def _audit_bench(benchmarks: Path, numbers: dict, numbers_path: Path, cited: Pat
     return rows | goals, (f"benchmarks: {len(rows)} numbers from {tables} tables in {benchmarks} and "
                           f"{len(goals)} goal verdicts match {numbers_path} and their sha256; each .md is the "
                           f"table its JSON renders; {recomputed}; {committed}")
+
+
+def _audit_cited_rows(cited: Path, numbers: dict, numbers_path: Path) -> dict:
+    """cited.* rows recomputed from the cited yaml, which must be the committed one where
+    it is tracked (its quotes are checked apart)."""
+    import yaml
+    from .audit_anchors import committed_sha256
+    from .cited import cited_rows
+    committed = committed_sha256(cited.parent, cited.name)
+    if committed is not None and committed != sha256_file(cited):
+        raise SpecproofError(f"{cited}: differs from the committed one (git show HEAD:{cited}): its goals and "
+                             "figures decide rows the paper prints")
+    rows = cited_rows(yaml.safe_load(cited.read_text()), str(cited))
+    _check(numbers, rows, "cited.", numbers_path, check_source=False)
+    return rows
 
 
 def _audit_paper(studies, manifests: Path, config, numbers: dict, numbers_path: Path) -> tuple[dict, str]:
