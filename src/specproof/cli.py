@@ -505,7 +505,8 @@ def _numbers_parser(sub) -> argparse.ArgumentParser:
     n.add_argument("--results", default="results", help="this machine's study results")
     n.add_argument("--benchmarks", default="benchmarks/results",
                    help="benchmark tables (<name>.json beside <name>.md); none if absent")
-    n.add_argument("--cited", default="paper/cited.yaml", help="the benchmark goals (benchmark_goals)")
+    n.add_argument("--cited", default="paper/cited.yaml",
+                   help="the cited figures, study goals and benchmark goals (rows cited.*, bench_goal.*)")
     n.add_argument("--out", default="paper/build/numbers.json", help="the numbers file")
     return n
 
