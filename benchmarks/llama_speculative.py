@@ -48,6 +48,7 @@ llama.cpp, this CPU's flags); without them this prints why and exits 0.
     python benchmarks/llama_speculative.py [--k 6] [--policy-k 8] [--new-tokens 128] [--repeats 3] [--ngram-min 3]
                                            [--pairs f16,f16_ub1,q8_0,gemma_ngram] [--table llama_speculative]
     python benchmarks/llama_speculative.py --pairs qwen --k 1 --table llama_speculative_qwen_k1   # needs .[qwen]
+    python benchmarks/llama_speculative.py --pairs qwen --k 1 --flash-attn on --table llama_speculative_qwen_k1_fa
     python benchmarks/llama_speculative.py --quick   # one prompt, one repetition, no table written
 """
 from __future__ import annotations
@@ -178,13 +179,15 @@ def _run(cmd: list[str]) -> tuple[str, str]:
     return res.stdout, res.stderr
 
 
-def _common_args(model_path: str, prompt: str, n_ubatch: int) -> list[str]:
+def _common_args(model_path: str, prompt: str, n_ubatch: int, flash_attn: str | None) -> list[str]:
+    """Flags both tools get; ``flash_attn`` "on"/"off" as -fa, None: the tools' default (auto)."""
+    fa = [] if flash_attn is None else ["-fa", flash_attn]
     return ["-m", model_path, "-p", prompt, "-t", str(THREADS), "-tb", str(THREADS), "-c", str(N_CTX),
-            "-b", str(N_BATCH), "-ub", str(n_ubatch), "--temp", "0", "--top-k", "1", "--seed", "0"]
+            "-b", str(N_BATCH), "-ub", str(n_ubatch), "--temp", "0", "--top-k", "1", "--seed", "0", *fa]
 
 
-def theirs_target_only(model_path: str, prompt: str, n: int, n_ubatch: int) -> dict:
-    out, err = _run([str(tool_path("llama-completion")), *_common_args(model_path, prompt, n_ubatch),
+def theirs_target_only(model_path: str, prompt: str, n: int, n_ubatch: int, flash_attn: str | None) -> dict:
+    out, err = _run([str(tool_path("llama-completion")), *_common_args(model_path, prompt, n_ubatch, flash_attn),
                      "-n", str(n), "-no-cnv", "--no-display-prompt"])
     return parse_completion(out, err)
 
@@ -201,10 +204,10 @@ def spec_args(pair: Pair, draft_path: str, k: int | None) -> list[str]:
 
 
 def theirs_speculative(pair: Pair, model_path: str, draft_path: str, prompt: str, n: int, k: int | None,
-                       verbose: bool = False) -> dict:
+                       flash_attn: str | None, verbose: bool = False) -> dict:
     """It stops once it has emitted more than -n tokens (one past the budget), so it gets
     -n n-1 to emit n like every other run."""
-    out, err = _run([str(tool_path("llama-speculative-simple")), *_common_args(model_path, prompt, pair.n_ubatch),
+    out, err = _run([str(tool_path("llama-speculative-simple")), *_common_args(model_path, prompt, pair.n_ubatch, flash_attn),
                      "-n", str(n - 1), *spec_args(pair, draft_path, k), *(["-lv", "4"] if verbose else [])])
     return parse_speculative(out, err, prompt)
 
@@ -236,7 +239,8 @@ def compare(pair: Pair, a, quick: bool) -> dict:
     from specproof.models.files import resolve
     from specproof.models.loader import load_backend
 
-    spec = {"backend": "llama", "threads": THREADS, "n_ctx": N_CTX, "n_batch": N_BATCH}
+    spec = {"backend": "llama", "threads": THREADS, "n_ctx": N_CTX, "n_batch": N_BATCH,
+            "flash_attn": a.flash_attn == "on"}
     target = load_backend({**spec, "model": pair.model, "n_ubatch": pair.n_ubatch})
     draft = load_backend({**spec, "model": pair.draft_model}) if pair.draft == "model" else None
     model_path, draft_path = str(resolve(pair.model)), str(resolve(pair.draft_model))
@@ -265,10 +269,10 @@ def compare(pair: Pair, a, quick: bool) -> dict:
                 elif name in ours:
                     out[name] = decode_speculative(target, drafter(), ids, s, ours[name]())
                 elif name == "theirs target-only":
-                    out[name] = theirs_target_only(model_path, text, a.new_tokens, pair.n_ubatch)
+                    out[name] = theirs_target_only(model_path, text, a.new_tokens, pair.n_ubatch, a.flash_attn)
                 else:
                     k = a.k if name == "theirs fixed" else None
-                    out[name] = theirs_speculative(pair, model_path, draft_path, text, a.new_tokens, k)
+                    out[name] = theirs_speculative(pair, model_path, draft_path, text, a.new_tokens, k, a.flash_attn)
             to = out["theirs target-only"]
             prompt_ms[text] = to["prompt_ms"] * (len(ids) - 1) / max(to["prompt_tokens"], 1)
             samples.append(sample_of(pair.key, i, rep, out))
@@ -276,7 +280,7 @@ def compare(pair: Pair, a, quick: bool) -> dict:
     # one extra fixed-K run per side, verbose on theirs, for the per-round costs
     text = texts[0]
     ours_cost = ours_round_costs(decode_speculative(target, drafter(), ids_of(text), s, make_policy("fixed", a.k)))
-    theirs_cost = theirs_round_costs(theirs_speculative(pair, model_path, draft_path, text, a.new_tokens, a.k,
+    theirs_cost = theirs_round_costs(theirs_speculative(pair, model_path, draft_path, text, a.new_tokens, a.k, a.flash_attn,
                                                         verbose=True), prompt_ms[text])
     target.close()
     if draft is not None:
@@ -384,6 +388,9 @@ def main() -> int:
                          "ngram-simple does; 1 backs off to shorter n-grams, as the study's drafter does")
     ap.add_argument("--fixed-goal", type=float, default=GOAL,
                     help="goal for ours/theirs at the same fixed K (issue 14: 1.1 on SmolLM2; issue 24: 1.05 on Qwen)")
+    ap.add_argument("--flash-attn", choices=["on", "off"], default=None,
+                    help="flash attention on both sides (theirs -fa, ours the backend's flash_attn); default: each "
+                         "side's own (theirs auto, which is on for a CPU; ours off, llama-cpp-python's)")
     ap.add_argument("--quick", action="store_true", help="one prompt, one repetition; print, write no table")
     a = ap.parse_args()
     chosen = [p for p in PAIRS if p.key in a.pairs.split(",")]
@@ -421,7 +428,8 @@ def main() -> int:
     vs_completion = [f"{r['pair'].label}: " + ", ".join(f"{n.removeprefix('ours ')} {_q(r['vs_completion'][n])}"
                                                      for n in OURS) for r in results]
     values |= {"k": (a.k, "K"), "policy_k": (a.policy_k, "K"), "ngram_min": (a.ngram_min, "n"), "new_tokens": (a.new_tokens, "tokens"),
-               "repeats": (a.repeats, "runs"), "prompts": (n_prompts, "prompts")}
+               "repeats": (a.repeats, "runs"), "prompts": (n_prompts, "prompts"),
+               "flash_attn": (a.flash_attn or "defaults", "text")}
     notes = [
         f"Fixed K = {a.k} on both sides (theirs: --spec-draft-n-max = --spec-draft-n-min = {a.k}, "
         f"--spec-draft-p-min 0; n-gram: ngram-simple, lookup size {NGRAM}, draft size {a.k}); ours adaptive and "
@@ -437,7 +445,9 @@ def main() -> int:
         f"Greedy, {a.new_tokens} new tokens (EOS stops both sides), {n_prompts} prompts (code and chat, in each "
         f"target's chat template) x {a.repeats} repetitions; the seven runs of a pair back to back in an order "
         f"rotating every repetition; {THREADS} threads for target and draft on both sides; tok/s exclude prompt "
-        "processing on both sides (their tools' own decode timers).",
+        "processing on both sides (their tools' own decode timers). Flash attention: "
+        + (f"{a.flash_attn} on both sides (theirs -fa {a.flash_attn}, ours the backend's flash_attn)."
+           if a.flash_attn else "each side's default (theirs auto, on for a CPU; ours off, llama-cpp-python's)."),
         "tok/s columns: medians over pairs; ratios and speedups: medians (quartiles) of per-pair ratios. "
         "Speedup = speculative / the same side's target-only run of the pair.",
         "ids equal: our fixed, adaptive and guard ids equal our target-only greedy ids on every pair; text equal: "

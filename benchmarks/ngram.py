@@ -1,10 +1,12 @@
 """Benchmark 2: model-free drafting. Our n-gram drafter vs transformers' prompt lookup
 (``generate(prompt_lookup_num_tokens=K)``) on the hf fp32 SmolLM2 target, and vs
-llama-cpp-python's ``LlamaPromptLookupDecoding`` on the llama.cpp F16 SmolLM2 target.
+llama-cpp-python's ``LlamaPromptLookupDecoding`` on the llama.cpp F16 SmolLM2 target (and,
+in a table of its own, on the llama.cpp Qwen2.5-Coder 1.5B target).
 Same K, greedy, code and chat prompts, same number of new tokens, end to end (prefill
 included), paired repetitions with alternating order; output ids compared.
 
-    python benchmarks/ngram.py [--k 4] [--new-tokens 64] [--repeats 7]
+    python benchmarks/ngram.py [--k 4] [--new-tokens 64] [--repeats 7] [--setups hf_fp32,llama_f16]
+    python benchmarks/ngram.py --setups llama_qwen_1b5 --table ngram_qwen   # needs .[qwen]
 """
 from __future__ import annotations
 
@@ -42,63 +44,82 @@ def divergence(backend, prompt, greedy, other) -> str:
     return f"i={i}, margin={top2[1] - top2[0]:.2g}"
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--k", type=int, default=4)
-    ap.add_argument("--new-tokens", type=int, default=64)
-    ap.add_argument("--repeats", type=int, default=7)
-    a = ap.parse_args()
-    n, k = a.new_tokens, a.k
-    s = DecodeSettings(max_new_tokens=n, stop_at_eos=False)
-    # transformers can only be forced past EOS with min_new_tokens, which masks EOS and so
-    # continues with other text than greedy: the hf rows both stop at EOS instead, so both
-    # sides decode the same tokens (llama.cpp's generate continues greedily, as ours does)
-    s_eos = DecodeSettings(max_new_tokens=n, stop_at_eos=True)
-    rows = []
+def _ours(backend, ids, settings, k):
+    return lambda: decode_speculative(backend, NGramDrafter(max_ngram=3), ids, settings, FixedPolicy(k)).new_ids
 
-    hf = load_backend({"backend": "hf", "model": "embedded:smollm2-q4_1", "threads": 2})
 
-    def ours(backend, ids, settings):
-        return lambda: decode_speculative(backend, NGramDrafter(max_ngram=3), ids, settings, FixedPolicy(k)).new_ids
+def _hf_lookup(hf, ids, n, k):
+    """transformers' prompt lookup on the hf backend's model: the new ids."""
+    inp = torch.tensor([ids])
 
-    def hf_lookup(ids):
-        inp = torch.tensor([ids])
+    def run():
+        with torch.inference_mode():
+            out = hf.model.generate(inp, attention_mask=torch.ones_like(inp), do_sample=False,
+                                    prompt_lookup_num_tokens=k, max_matching_ngram_size=3,
+                                    max_new_tokens=n, eos_token_id=sorted(hf.eos_ids), pad_token_id=0)
+        return out[0, len(ids):].tolist()
+    return run
 
-        def run():
-            with torch.inference_mode():
-                out = hf.model.generate(inp, attention_mask=torch.ones_like(inp), do_sample=False,
-                                        prompt_lookup_num_tokens=k, max_matching_ngram_size=3,
-                                        max_new_tokens=n, eos_token_id=sorted(hf.eos_ids),
-                                        pad_token_id=0)
-            return out[0, len(ids):].tolist()
-        return run
 
+def _llama_lookup(model: str, n: int, k: int):
+    """A factory of llama-cpp-python prompt-lookup runs on its own Llama of ``model`` (the
+    same settings as our backend: n_ctx 2048, 2 threads): ids -> a run giving the new ids."""
     from llama_cpp import Llama
     from llama_cpp.llama_speculative import LlamaPromptLookupDecoding
-    f16 = resolve("embedded:smollm2-f16")
-    llama_ours = load_backend({"backend": "llama", "model": "embedded:smollm2-f16", "threads": 2})
-    llama_theirs = Llama(model_path=str(f16), n_ctx=2048, n_threads=2, n_threads_batch=2, verbose=False,
-                         draft_model=LlamaPromptLookupDecoding(num_pred_tokens=k, max_ngram_size=3))
+    llm = Llama(model_path=str(resolve(model)), n_ctx=2048, n_threads=2, n_threads_batch=2, verbose=False,
+                draft_model=LlamaPromptLookupDecoding(num_pred_tokens=k, max_ngram_size=3))
 
-    def llama_lookup(ids):
+    def factory(ids):
         def run():
-            llama_theirs.reset()
+            llm.reset()
             out = []
-            for tok in llama_theirs.generate(ids, top_k=1, temp=0.0, reset=True):
+            for tok in llm.generate(ids, top_k=1, temp=0.0, reset=True):
                 out.append(tok)
                 if len(out) >= n:
                     break
             return out
         return run
+    return factory
 
+
+# slug -> (label, model, backend, baseline's name); hf rows stop at EOS (see setups)
+SETUPS = {"hf_fp32": ("hf fp32 SmolLM2", "embedded:smollm2-q4_1", "hf", "transformers prompt lookup"),
+          "llama_f16": ("llama.cpp F16 SmolLM2", "embedded:smollm2-f16", "llama",
+                        "llama-cpp-python LlamaPromptLookupDecoding"),
+          "llama_qwen_1b5": ("llama.cpp Qwen2.5-Coder 1.5B Q4_K_M", "embedded:qwen2.5-coder-1.5b-q4_k_m", "llama",
+                             "llama-cpp-python LlamaPromptLookupDecoding")}
+
+
+def setups(names: str, n: int, k: int):
+    """(slug, label, our backend, their run factory, their name, our settings) per setup."""
+    # transformers can only be forced past EOS with min_new_tokens, which masks EOS and so
+    # continues with other text than greedy: the hf rows both stop at EOS instead, so both
+    # sides decode the same tokens (llama.cpp's generate continues greedily, as ours does)
+    for slug in names.split(","):
+        label, model, kind, theirs_name = SETUPS[slug]
+        backend = load_backend({"backend": kind, "model": model, "threads": 2})
+        theirs = (lambda ids, b=backend: _hf_lookup(b, ids, n, k)) if kind == "hf" else _llama_lookup(model, n, k)
+        yield slug, label, backend, theirs, theirs_name, DecodeSettings(max_new_tokens=n, stop_at_eos=kind == "hf")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--k", type=int, default=4)
+    ap.add_argument("--new-tokens", type=int, default=64)
+    ap.add_argument("--repeats", type=int, default=7)
+    ap.add_argument("--setups", default="hf_fp32,llama_f16", help=f"any of {', '.join(SETUPS)}")
+    ap.add_argument("--table", default="ngram", help="results/<table>.md/.json (the Qwen target: its own)")
+    a = ap.parse_args()
+    unknown = set(a.setups.split(",")) - set(SETUPS)
+    if unknown:
+        ap.error(f"unknown setup(s) {', '.join(sorted(unknown))}")
+    n, k = a.new_tokens, a.k
+    rows = []
     values, spread = {}, []
-    for slug, label, backend, theirs_fn, theirs_name, settings in (
-            ("hf_fp32", "hf fp32 SmolLM2", hf, hf_lookup, "transformers prompt lookup", s_eos),
-            ("llama_f16", "llama.cpp F16 SmolLM2", llama_ours, llama_lookup,
-             "llama-cpp-python LlamaPromptLookupDecoding", s)):
+    for slug, label, backend, theirs_fn, theirs_name, settings in setups(a.setups, n, k):
         for wl, text in (("code", CODE_PROMPTS[1]), ("chat", backend.chat_prompt(CHAT_PROMPTS[1]))):
             ids = backend.encode(text)
-            times, out = paired_times(ours(backend, ids, settings), theirs_fn(ids), a.repeats)
+            times, out = paired_times(_ours(backend, ids, settings, k), theirs_fn(ids), a.repeats)
             ids_o, ids_t = out["ours"], out["theirs"]
             a_ids, b_ids = until_eos(ids_o, backend.eos_ids), until_eos(ids_t, backend.eos_ids)
             same = a_ids[:len(b_ids)] == b_ids[:len(a_ids)] and len(ids_o) == len(ids_t)
@@ -111,7 +132,8 @@ def main() -> None:
             values[f"{slug}.{wl}.ratio"] = (ratio, "x")
             spread.append((f"{label} {wl}", ratio, q1, q3))
             print(rows[-1], flush=True)
-    write_table("ngram", "Model-free drafting: our n-gram drafter vs the libraries' prompt lookup",
+        backend.close()
+    write_table(a.table, "Model-free drafting: our n-gram drafter vs the libraries' prompt lookup",
                 ["target", "workload", "baseline", "K", "ours tok/s", "theirs tok/s", "ours/theirs (median)",
                  "ours/theirs (quartiles)", "ids identical",
                  "ours vs target-only greedy", "theirs vs target-only greedy"],

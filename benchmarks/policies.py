@@ -17,7 +17,11 @@ target-only): that control ratio, the same work timed twice, is the machine's ru
 variation, against which a ratio's distance from its goal is read.
 
     python benchmarks/policies.py [--new-tokens 64] [--repeats 2] [--confirm-repeats 4] [--guard-repeats 5]
-                                  [--adaptive-k 16] [--library-k 8]
+                                  [--adaptive-k 16] [--library-k 8] [--ks 2 4 6 8 12 16]
+    python benchmarks/policies.py --pair qwen --ks 1 2 3 4 6 8 --adaptive-k 8 --table policies_qwen  # needs .[qwen]
+
+With ``--pair qwen`` both comparisons run on the paper's real pair (llama.cpp Qwen2.5-Coder
+1.5B target, 0.5B draft, both Q4_K_M), which decelerates on a CPU: the guard's case.
 """
 from __future__ import annotations
 
@@ -31,6 +35,14 @@ from specproof.models.loader import load_backend
 from specproof.decode.policies import make_policy
 
 LIBRARY_RULES = ("hf_heuristic", "hf_confidence", "llama_pmin")
+_QWEN = ("llama Qwen2.5-Coder 1.5B + 0.5B (Q4_K_M)",
+         {"backend": "llama", "model": "embedded:qwen2.5-coder-1.5b-q4_k_m", "threads": 2})
+# pair -> ((label, target spec) for adaptive, (label, target spec) for guard, draft spec)
+PAIRS = {"smollm2": (("hf fp32 + Q4_1", {"backend": "hf", "model": "embedded:smollm2-q4_1", "threads": 2}),
+                     ("llama F16 n_ubatch=1 + Q4_1",
+                      {"backend": "llama", "model": "embedded:smollm2-f16", "n_ubatch": 1, "threads": 2}),
+                     {"backend": "llama", "model": "embedded:smollm2-q4_1", "threads": 2}),
+         "qwen": (_QWEN, _QWEN, {"backend": "llama", "model": "embedded:qwen2.5-coder-0.5b-q4_k_m", "threads": 2})}
 
 
 def speeds(target, draft, prompts, s, policies: dict, repeats: int) -> dict:
@@ -85,12 +97,17 @@ def main() -> None:
                     help="adaptive's K_max; the fixed-K grid in hindsight goes up to it too")
     ap.add_argument("--library-k", type=int, default=8,
                     help="K of the library rules (hf_heuristic's start, the others' maximum)")
+    ap.add_argument("--ks", type=int, nargs="+", default=[2, 4, 6, 8, 12, 16],
+                    help="the fixed K grid the best in hindsight is chosen from (those <= --adaptive-k)")
+    ap.add_argument("--pair", choices=sorted(PAIRS), default="smollm2")
+    ap.add_argument("--table", default="policies", help="results/<table>.md/.json (the Qwen pair: its own)")
     a = ap.parse_args()
     s = DecodeSettings(a.new_tokens, 0.0, 0, stop_at_eos=False)
-    draft = load_backend({"backend": "llama", "model": "embedded:smollm2-q4_1", "threads": 2})
+    (label, target_spec), (guard_label, guard_spec), draft_spec = PAIRS[a.pair]
+    draft = load_backend(draft_spec)
     rows, values = [], {}
-    target = load_backend({"backend": "hf", "model": "embedded:smollm2-q4_1", "threads": 2})
-    fixed_ks = [k for k in (2, 4, 6, 8, 12, 16) if k <= a.adaptive_k]
+    target = load_backend(target_spec)
+    fixed_ks = [k for k in a.ks if k <= a.adaptive_k]
     ak = a.adaptive_k
     for wl, texts in (("code", CODE_PROMPTS), ("chat", [target.chat_prompt(p) for p in CHAT_PROMPTS])):
         prompts = [target.encode(t) for t in texts]
@@ -106,7 +123,7 @@ def main() -> None:
                                                       for name in LIBRARY_RULES}}, a.confirm_repeats)
         adaptive, best = dual["adaptive"][0], dual["fixed"][0]
         control = dual["fixed again"][0] / best
-        rows.append(["hf fp32 + Q4_1", wl, f"adaptive (K<={ak})", adaptive,
+        rows.append([label, wl, f"adaptive (K<={ak})", adaptive,
                      f"fixed K={best_k}: {best:.2f}x (selection runs: {fixed[best_k][0]:.2f}x)",
                      adaptive / best, control, "", ""])
         values |= {f"adaptive.{wl}.speedup": (adaptive, "x"), f"adaptive.{wl}.best_fixed_k": (best_k, "K"),
@@ -116,12 +133,12 @@ def main() -> None:
         print(rows[-1], flush=True)
         for name in LIBRARY_RULES:
             rule = dual[name][0]
-            rows.append(["hf fp32 + Q4_1", wl, f"{name} (K={a.library_k})", rule,
+            rows.append([label, wl, f"{name} (K={a.library_k})", rule,
                          f"adaptive (K<={ak}): {adaptive:.2f}x", adaptive / rule, "", "", ""])
             values |= {f"{name}.{wl}.speedup": (rule, "x"), f"{name}.{wl}.adaptive_ratio": (adaptive / rule, "x")}
             print(rows[-1], flush=True)
     target.close()
-    slow = load_backend({"backend": "llama", "model": "embedded:smollm2-f16", "n_ubatch": 1, "threads": 2})
+    slow = load_backend(guard_spec)
     for wl, texts in (("code", CODE_PROMPTS), ("chat", [slow.chat_prompt(p) for p in CHAT_PROMPTS])):
         prompts = [slow.encode(t) for t in texts]
         fixed4 = speeds(slow, draft, prompts, s, {"fixed": lambda: make_policy("fixed", 4)}, a.repeats)["fixed"][0]
@@ -130,7 +147,7 @@ def main() -> None:
         guard, runs = both["guard"]
         control = both["target-only again"][0]
         cost, probes = opening_cost(runs)
-        rows.append(["llama F16 n_ubatch=1 + Q4_1", wl, "guard (K<=8)", guard,
+        rows.append([guard_label, wl, "guard (K<=8)", guard,
                      f"target-only: 1.00x (fixed K=4: {fixed4:.2f}x)", guard, control, cost, probes])
         values |= {f"guard.{wl}.ratio": (guard, "x"), f"guard.{wl}.opening_cost": (cost, "share"),
                    f"guard.{wl}.control_ratio": (control, "x"),
@@ -138,7 +155,7 @@ def main() -> None:
         print(rows[-1], flush=True)
     values |= {"new_tokens": (a.new_tokens, "tokens"), "guard_repeats": (a.guard_repeats, "runs"),
                "library_k": (a.library_k, "K"), "adaptive_k": (ak, "K")}
-    write_table("policies", "Policies: adaptive vs best fixed K and the library rules; guard on a decelerating pair",
+    write_table(a.table, "Policies: adaptive vs best fixed K and the library rules; guard on a decelerating pair",
                 ["pair", "workload", "policy", "speedup x", "reference", "ratio",
                  "control: reference again / reference", "opening cost (same runs)", "K>0 rounds per run"], rows,
                 [f"{a.new_tokens} new tokens, greedy, 2 prompts per workload, ids checked equal to target-only; "

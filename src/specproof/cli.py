@@ -67,7 +67,8 @@ def _specs(a) -> tuple[dict, dict | None]:
         if backend == "hf":
             s.update(device=a.device, dtype=a.dtype)
         elif backend == "llama":
-            s.update(n_ctx=a.n_ctx, n_batch=a.n_batch, n_ubatch=a.n_ubatch, n_gpu_layers=a.n_gpu_layers)
+            s.update(n_ctx=a.n_ctx, n_batch=a.n_batch, n_ubatch=a.n_ubatch, n_gpu_layers=a.n_gpu_layers,
+                     flash_attn=a.flash_attn)
         elif backend == "mock":
             s = {"backend": "mock", "vocab_size": 256, "seed": 0}
         return s
@@ -413,6 +414,8 @@ def _add_model_flags(p: argparse.ArgumentParser) -> None:
     g.add_argument("--threads", type=int, default=None, metavar="N", help="CPU threads per model (default: all cores)")
     g.add_argument("--n-gpu-layers", type=int, default=None, metavar="N",
                    help="llama layers on the accelerator (-1 all, 0 none; default: all when the build has one)")
+    g.add_argument("--flash-attn", action="store_true",
+                   help="llama.cpp flash attention (off by default, as in llama-cpp-python; its own tools use auto)")
 
 
 def _add_prompt_flags(p: argparse.ArgumentParser, repeatable: bool, default: str) -> None:

@@ -39,7 +39,7 @@ class LlamaCppBackend(Backend):
     name = "llama"
 
     def __init__(self, path: Path, n_ctx: int = 2048, n_batch: int = 512, n_ubatch: int = 512,
-                 n_threads: int | None = None, n_gpu_layers: int | None = None):
+                 n_threads: int | None = None, n_gpu_layers: int | None = None, flash_attn: bool = False):
         super().__init__()
         from llama_cpp import Llama
 
@@ -53,11 +53,11 @@ class LlamaCppBackend(Backend):
         gpu_layers = default_gpu_layers() if n_gpu_layers is None else int(n_gpu_layers)
         self.path = Path(path)
         self.settings = {"n_ctx": int(n_ctx), "n_batch": int(n_batch), "n_ubatch": int(n_ubatch),
-                         "n_threads": threads, "n_gpu_layers": gpu_layers}
+                         "n_threads": threads, "n_gpu_layers": gpu_layers, "flash_attn": bool(flash_attn)}
         try:
             self.llm = Llama(model_path=str(path), n_ctx=n_ctx, n_batch=n_batch, n_ubatch=n_ubatch,
                              n_threads=threads, n_threads_batch=threads, n_gpu_layers=gpu_layers,
-                             logits_all=False,
+                             logits_all=False, flash_attn=bool(flash_attn),
                              swa_full=True, verbose=False)
         except (ValueError, RuntimeError) as exc:
             raise ModelFileError(f"{path}: llama.cpp could not load it: {exc}") from None

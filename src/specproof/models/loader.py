@@ -1,7 +1,7 @@
 """Build backends and drafters from plain dicts (study configs and CLI flags share it).
 
 A model spec: {backend: hf|llama|mock, model: 'embedded:<name>' | local path, ...}
-hf: device, dtype, threads; llama: n_ctx, n_batch, n_ubatch, threads, n_gpu_layers
+hf: device, dtype, threads; llama: n_ctx, n_batch, n_ubatch, threads, n_gpu_layers, flash_attn
 (default: every layer on the accelerator when the llama.cpp build has one);
 mock: vocab_size, seed, noise, batch_variance, latency_ms, per_token_ms.
 A draft spec may instead be {kind: ngram, max_ngram, min_ngram}.
@@ -73,7 +73,7 @@ def load_backend(spec: dict, model_dir: Path | None = None) -> Backend:
     from .llama import LlamaCppBackend
     return LlamaCppBackend(path, n_ctx=spec.get("n_ctx", 2048), n_batch=spec.get("n_batch", 512),
                            n_ubatch=spec.get("n_ubatch", 512), n_threads=spec.get("threads"),
-                           n_gpu_layers=spec.get("n_gpu_layers"))
+                           n_gpu_layers=spec.get("n_gpu_layers"), flash_attn=spec.get("flash_attn", False))
 
 
 def check_same_vocabulary(target: Backend, draft: Backend) -> None:

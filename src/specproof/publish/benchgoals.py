@@ -17,6 +17,9 @@ from ..errors import SpecproofError
 from .numbers import Rows
 
 QWEN_TABLES = ("llama_speculative_qwen_k1", "llama_speculative_qwen_k4")
+QWEN_FA = "llama_speculative_qwen_k1_fa"
+LIBRARY_RATIOS = tuple(f"{r}.{w}.adaptive_ratio" for r in ("hf_heuristic", "hf_confidence", "llama_pmin")
+                       for w in ("code", "chat"))
 QWEN_VS_COMPLETION = tuple((t, f"qwen.{c}_vs_completion_q1") for t in QWEN_TABLES for c in ("fixed", "adaptive", "guard"))
 
 
@@ -42,10 +45,7 @@ GOALS = (
     Goal("model_draft_best", _all("model_draft", "best.realized"), "best_speedup"),
     Goal("adaptive_over_best_fixed", _all("policies", "adaptive.code.ratio", "adaptive.chat.ratio"),
          "adaptive_over_best_fixed"),
-    Goal("adaptive_over_library_rule", _all("policies", *(f"{r}.{w}.adaptive_ratio" for r in
-                                                          ("hf_heuristic", "hf_confidence", "llama_pmin")
-                                                          for w in ("code", "chat"))),
-         "adaptive_over_library_rule"),
+    Goal("adaptive_over_library_rule", _all("policies", *LIBRARY_RATIOS), "adaptive_over_library_rule"),
     Goal("guard", _all("policies", "guard.code.ratio", "guard.chat.ratio"), "guard_over_target_only"),
     Goal("llama_spec_fixed", _all("llama_speculative", "min_fixed_ratio"), "llama_spec_ratio"),
     Goal("llama_spec_policy", _all("llama_speculative", "min_policy_ratio"), "llama_spec_ratio"),
@@ -57,6 +57,20 @@ GOALS = (
     Goal("qwen_policy", tuple((t, "qwen.policy_ratio") for t in QWEN_TABLES), "llama_spec_ratio"),
     # our fastest speculative configuration beats llama-completion by its lower quartile
     Goal("qwen_beat_completion", QWEN_VS_COMPLETION, "beat_completion", op=">", agg="max"),
+    # the same at K = 1 with flash attention on in both loops (matched settings)
+    Goal("qwen_fa_target_vs_completion", _all(QWEN_FA, "qwen.target_only_vs_completion"), "target_only_vs_completion"),
+    Goal("qwen_fa_fixed", _all(QWEN_FA, "qwen.fixed_ratio"), "llama_spec_ratio_qwen"),
+    Goal("qwen_fa_policy", _all(QWEN_FA, "qwen.policy_ratio"), "llama_spec_ratio"),
+    Goal("qwen_fa_beat_completion", _all(QWEN_FA, *(f"qwen.{c}_vs_completion_q1" for c in ("fixed", "adaptive", "guard"))),
+         "beat_completion", op=">", agg="max"),
+    # the other benchmarks on the Qwen pair
+    Goal("ngram_qwen", _all("ngram_qwen", "min_ratio"), "ngram_ratio", must_hold=_all("ngram_qwen", "ids_identical")),
+    Goal("model_draft_qwen_realized", _all("model_draft_qwen", "min_realized_over_ideal"), "realized_over_ideal"),
+    Goal("model_draft_qwen_micro", _all("model_draft_qwen", "min_realized_over_micro"), "realized_over_micro"),
+    Goal("adaptive_over_best_fixed_qwen", _all("policies_qwen", "adaptive.code.ratio", "adaptive.chat.ratio"),
+         "adaptive_over_best_fixed"),
+    Goal("adaptive_over_library_rule_qwen", _all("policies_qwen", *LIBRARY_RATIOS), "adaptive_over_library_rule"),
+    Goal("guard_qwen", _all("policies_qwen", "guard.code.ratio", "guard.chat.ratio"), "guard_over_target_only"),
 )
 OPS = {">=": operator.ge, ">": operator.gt}
 

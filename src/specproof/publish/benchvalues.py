@@ -122,7 +122,8 @@ PRODUCERS: dict[str, Callable[[list[dict]], dict[str, tuple]]] = {
     "llama_speculative": llama_speculative_values, "target_only": target_only_values}
 # tables written since samples were stored: they must keep them (a table stripped of its
 # samples would otherwise pass as an older one)
-SAMPLED_TABLES = ("target_only", "target_only_qwen", "llama_speculative_qwen_k1", "llama_speculative_qwen_k4")
+SAMPLED_TABLES = ("target_only", "target_only_qwen", "llama_speculative_qwen_k1", "llama_speculative_qwen_k4",
+                  "llama_speculative_qwen_k1_fa")
 
 
 def _same(a, b) -> bool:
