@@ -61,7 +61,8 @@ from dataclasses import dataclass
 
 from common import CHAT_PROMPTS, CODE_PROMPTS, write_table
 from peers import build_record, missing_tools, tool_path
-from specproof.publish.benchvalues import OURS, THEIRS, llama_speculative_values, speculative_summary
+from specproof.publish.benchvalues import (OURS, THEIRS, llama_speculative_values, pair_summaries, quartile_text,
+                                           speculative_cells)
 
 THREADS, N_CTX, N_BATCH = 2, 2048, 512
 DRAFT = "embedded:smollm2-q4_1"
@@ -285,8 +286,7 @@ def compare(pair: Pair, a, quick: bool) -> dict:
     target.close()
     if draft is not None:
         draft.close()
-    return {"pair": pair, "samples": samples, **speculative_summary(samples),
-            "costs": {"ours": ours_cost, "theirs": theirs_cost}}
+    return {"pair": pair, "samples": samples, "costs": {"ours": ours_cost, "theirs": theirs_cost}}
 
 
 def sample_of(key: str, prompt: int, rep: int, out: dict) -> dict:
@@ -342,21 +342,22 @@ def miss_reasons(results: list[dict], fixed_goal: float = GOAL) -> list[str]:
     return out
 
 
-def _q(r: tuple[float, float, float]) -> str:
-    return f"{r[0]:.3f} ({r[1]:.3f}-{r[2]:.3f})"
+def summarized(results: list[dict]) -> tuple[list[dict], list[dict]]:
+    """(each pair's result with its summary merged in, all samples): the summaries are
+    computed once, by the producer the audit reruns (publish/benchvalues.py)."""
+    samples = [x for r in results for x in r["samples"]]
+    summaries = pair_summaries(samples)
+    return [{**r, **summaries[r["pair"].key]} for r in results], samples
 
 
-def tables(results: list[dict]) -> tuple[list, list, dict]:
-    """The main table's rows, the per-round cost rows and the values the paper cites."""
+def tables(results: list[dict], samples: list[dict]) -> tuple[list, list, dict]:
+    """The main table's rows, the per-round cost rows and the values the paper cites, from
+    ``summarized`` results."""
     rows, cost_rows = [], []
-    values = llama_speculative_values([x for r in results for x in r["samples"]])
+    values = llama_speculative_values(samples, {r["pair"].key: r for r in results})
     for r in results:
-        p, m, sp, acc = r["pair"], r["median"], r["speedup"], r["acceptance"]
-        rows.append([p.label, m["ours target-only"], m["theirs target-only"], m["ours fixed"], m["theirs fixed"],
-                     _q(r["fixed_ratio"]), sp["ours fixed"], sp["theirs fixed"], m["ours adaptive"], m["ours guard"],
-                     m["theirs default"], _q(r["adaptive_ratio"]), _q(r["guard_ratio"]), sp["ours adaptive"],
-                     sp["ours guard"], sp["theirs default"], acc["ours fixed"], acc["theirs fixed"],
-                     acc["theirs default"], "yes" if r["ids_equal"] else "NO", "yes" if r["text_equal"] else "NO"])
+        p = r["pair"]
+        rows.append([p.label, *speculative_cells(r)])
         for side in ("ours", "theirs"):
             c = r["costs"][side]
             cost_rows.append([p.label, side, c["rounds"], c["round"], c["draft"], c["verify"],
@@ -410,22 +411,23 @@ def main() -> int:
     results = []
     for pair in chosen:
         results.append(compare(pair, a, a.quick))
-        rows, cost_rows, _ = tables(results[-1:])
-        print(dict(zip(HEADER, rows[0])), flush=True)
-        for c in cost_rows:
-            print(dict(zip(COST_HEADER, c)), flush=True)
+        for side, c in results[-1]["costs"].items():
+            print(pair.label, side, c, flush=True)
+    results, samples = summarized(results)
     if a.quick:
+        print(dict(zip(HEADER, tables(results, samples)[0][0])), flush=True)
         print("llama_speculative: --quick smoke run (one prompt, one repetition, unpaired): no table written")
         return 0
-    rows, cost_rows, values = tables(results)
+    rows, cost_rows, values = tables(results, samples)
     cost_values = {f"{r['pair'].key}.{side}.{part}_ms": (r["costs"][side][part], "ms/round")
                    for r in results for side in ("ours", "theirs") for part in ("round", "draft", "verify", "other")}
     build = build_record() or {}
     d = lambda flag: defaults.get(flag, "?")  # noqa: E731
     n_prompts = len(CODE_PROMPTS) + len(CHAT_PROMPTS)
-    misses = [f"{r['pair'].label} (fixed {_q(r['fixed_ratio'])}, adaptive {_q(r['adaptive_ratio'])}, "
-              f"guard {_q(r['guard_ratio'])})" for r in results if any(missed(r, a.fixed_goal))]
-    vs_completion = [f"{r['pair'].label}: " + ", ".join(f"{n.removeprefix('ours ')} {_q(r['vs_completion'][n])}"
+    q = quartile_text
+    misses = [f"{r['pair'].label} (fixed {q(r['fixed_ratio'])}, adaptive {q(r['adaptive_ratio'])}, "
+              f"guard {q(r['guard_ratio'])})" for r in results if any(missed(r, a.fixed_goal))]
+    vs_completion = [f"{r['pair'].label}: " + ", ".join(f"{n.removeprefix('ours ')} {q(r['vs_completion'][n])}"
                                                      for n in OURS) for r in results]
     values |= {"k": (a.k, "K"), "policy_k": (a.policy_k, "K"), "ngram_min": (a.ngram_min, "n"), "new_tokens": (a.new_tokens, "tokens"),
                "repeats": (a.repeats, "runs"), "prompts": (n_prompts, "prompts"),
@@ -472,7 +474,7 @@ def main() -> int:
                      "their C++ tool) and our speedup over theirs, each over its own target-only decoding: "
                      + " | ".join(miss_reasons(results, a.fixed_goal)) + ".")
     write_table(a.table, "Our speculative loop vs llama.cpp's llama-speculative-simple",
-                HEADER, rows, notes, values, ("llama_speculative", [x for r in results for x in r["samples"]]))
+                HEADER, rows, notes, values, ("llama_speculative", samples))
     write_table(f"{a.table}_costs", "Per-round costs: our loop vs llama-speculative-simple at fixed K",
                 COST_HEADER, cost_rows,
                 [f"ms per round of one fixed-K (K = {a.k}) run per side and pair on the first prompt, after the "

@@ -15,10 +15,10 @@ import statistics
 
 import torch
 
-from common import CHAT_PROMPTS, CODE_PROMPTS, goal_note, paired_times, ratio_summary, write_table
+from common import CHAT_PROMPTS, CODE_PROMPTS, goal_note, paired_times, write_table
 from specproof.decode.decoding import DecodeSettings, decode_target_only
 from specproof.models.loader import load_backend
-from specproof.publish.benchvalues import target_only_values
+from specproof.publish.benchvalues import target_only_cells, target_only_values
 
 
 def ours(backend, ids, n):
@@ -71,7 +71,7 @@ def main() -> None:
     unknown = set(a.setups.split(",")) - set(SETUPS)
     if unknown:
         ap.error(f"unknown setup(s) {', '.join(sorted(unknown))}")
-    rows, samples, spread = [], [], []
+    samples, cells = [], []
     for slug in a.setups.split(","):
         label, spec, theirs_fn, theirs_name = SETUPS[slug]
         backend = load_backend(spec)
@@ -81,13 +81,17 @@ def main() -> None:
                                     a.repeats)
             samples += [{"setup": slug, "workload": wl, "repeat": i, "ours_s": o, "theirs_s": t}
                         for i, (o, t) in enumerate(zip(times["ours"], times["theirs"]))]
-            ratio, q1, q3 = ratio_summary(times)
-            rows.append([label, wl, theirs_name, a.new_tokens / statistics.median(times["ours"]),
-                         a.new_tokens / statistics.median(times["theirs"]), ratio, f"{q1:.3f}-{q3:.3f}"])
-            spread.append((f"{label} {wl}", ratio, q1, q3))
-            print(rows[-1], flush=True)
+            cells.append((label, slug, wl, theirs_name, a.new_tokens / statistics.median(times["ours"]),
+                          a.new_tokens / statistics.median(times["theirs"])))
+            print(cells[-1], flush=True)
         backend.close()
+    # the ratios come from the producers the audit reruns on the samples
     values = target_only_values(samples)
+    rows = [[label, wl, theirs_name, ours_tps, theirs_tps, *ratio_cells]
+            for (label, _, wl, theirs_name, ours_tps, theirs_tps), ratio_cells in zip(cells, target_only_cells(samples))]
+    ratio = lambda slug, wl, part="": values[f"{slug}.{wl}.ratio{part}"][0]  # noqa: E731
+    spread = [(f"{label} {wl}", ratio(slug, wl), ratio(slug, wl, "_q1"), ratio(slug, wl, "_q3"))
+              for label, slug, wl, *_ in cells]
     write_table(a.table, "Target-only: our loop vs the backend's own generation",
                 ["target", "workload", "baseline", "ours tok/s", "theirs tok/s", "ours/theirs (median)",
                  "ours/theirs (quartiles)"], rows,

@@ -95,3 +95,21 @@ def test_hf_gguf_target_loads_from_its_converted_copy_with_identical_logits(hf_t
     cached = hf_target.forward(ids)
     hf_target.reset()
     assert np.array_equal(direct, cached)
+
+
+def test_llama_flash_attention_is_recorded_and_rolls_back():
+    """flash_attn reaches llama.cpp (its settings record it) and KV rollback still holds."""
+    backend = load_backend({"backend": "llama", "model": "embedded:smollm2-q4_1", "threads": 2,
+                            "n_ctx": 256, "flash_attn": True})
+    try:
+        assert backend.settings["flash_attn"] is True
+        ids = backend.encode(PROMPTS[0])
+        backend.forward(ids[:-3])
+        a = backend.forward(ids[-3:])
+        backend.rollback(len(ids) - 3)
+        np.testing.assert_array_equal(a, backend.forward(ids[-3:]))  # same shape, same cache state
+        backend.reset()
+        assert len(decode_target_only(backend, backend.encode(PROMPTS[1]),
+                                      DecodeSettings(max_new_tokens=8, stop_at_eos=False)).new_ids) == 8
+    finally:
+        backend.close()

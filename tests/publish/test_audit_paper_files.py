@@ -39,3 +39,24 @@ def test_a_cited_figure_changed_without_its_quote_fails_the_audit(tmp_path):
         _audit_paper_files(path, None, None)
     shutil.copy(ROOT / "paper" / "cited.yaml", path)
     assert "stands in its quoted sentence" in _audit_paper_files(path, None, None)[0]
+
+
+def test_every_frozen_set_is_listed_or_retired(tmp_path):
+    """A frozen set dropped from config.yaml's studies without being retired is named."""
+    from specproof.publish.audit_anchors import check_every_set_listed
+    for set_dir in ("a/m1", "a/m2", "b/m1"):
+        (tmp_path / "manifests" / set_dir).mkdir(parents=True)
+        (tmp_path / "manifests" / set_dir / "manifest.json").write_text("{}")
+    config = tmp_path / "config.yaml"
+    config.write_text("studies: [a@m1]\n")
+    cfg = {"studies": ["a@m1", "b@m1"]}
+    with pytest.raises(SpecproofError, match=r"config\.yaml: field studies: frozen record set a@m2 is neither"):
+        check_every_set_listed(tmp_path / "manifests", cfg, config)
+    check_every_set_listed(tmp_path / "manifests", {**cfg, "retired": [{"set": "a@m2", "why": "old"}]}, config)
+
+
+def test_the_committed_config_lists_or_retires_every_frozen_set():
+    from specproof.publish.audit_anchors import check_every_set_listed
+    from specproof.study.config import load_config
+    root = Path(__file__).resolve().parents[2]
+    check_every_set_listed(root / "manifests", load_config(root / "config/config.yaml"), root / "config/config.yaml")

@@ -7,7 +7,8 @@ import pytest
 from specproof.errors import SpecproofError
 from specproof.publish.benchtables import write_table
 from specproof.publish.benchvalues import (check_bench_values, check_values, llama_speculative_values,
-                                           speculative_summary, spread, target_only_values)
+                                           pair_summaries, speculative_cells, speculative_summary, spread,
+                                           target_only_cells, target_only_values)
 
 PROV = {"cpu": {"model": "test cpu", "logical_cores": 2, "ram_gib": 1.0}, "os": {"system": "Linux", "release": "x"},
         "python": "3.11", "packages": {"torch": "t", "transformers": "tr", "llama-cpp-python": "l"}, "git": {"commit": "0123456789abcdef", "dirty": False}}
@@ -49,6 +50,13 @@ def test_cross_pair_values_name_each_pair_and_the_extremes():
     assert v["b.acceptance_ours"][0] == pytest.approx(37 / 40)
 
 
+def test_values_from_given_summaries_are_the_producers_own():
+    """The benchmark passes the summaries it tabulates; the audit's rerun computes them."""
+    summaries = pair_summaries(SAMPLES)
+    assert list(summaries) == ["a", "b"] and summaries["a"] == speculative_summary(SAMPLES[:3])
+    assert llama_speculative_values(SAMPLES, summaries) == llama_speculative_values(SAMPLES)
+
+
 def test_target_only_ratio_is_theirs_seconds_over_ours():
     samples = [{"setup": "s", "workload": "code", "repeat": i, "ours_s": 1.0, "theirs_s": t}
                for i, t in enumerate((0.9, 1.0, 1.1))]
@@ -56,10 +64,15 @@ def test_target_only_ratio_is_theirs_seconds_over_ours():
     assert v["s.code.ratio"] == (1.0, "x") and v["min_ratio"] == v["max_ratio"] == (1.0, "x")
 
 
-def _table(tmp_path, values=None):
+def _rows(samples=SAMPLES):
+    return [[key, *speculative_cells(r)] for key, r in pair_summaries(samples).items()]
+
+
+def _table(tmp_path, values=None, rows=None):
     derived = llama_speculative_values(SAMPLES)
-    return write_table(tmp_path, "llama_speculative_qwen", "T", ["pair"], [["a"]], ["n"],
-                       values if values is not None else {**derived, "k": (4, "K")}, "python x.py", PROV,
+    rows = _rows() if rows is None else rows
+    return write_table(tmp_path, "llama_speculative_qwen", "T", ["pair", *(f"c{i}" for i in range(20))], rows,
+                       ["n"], values if values is not None else {**derived, "k": (4, "K")}, "python x.py", PROV,
                        ("llama_speculative", SAMPLES))
 
 
@@ -77,6 +90,9 @@ def test_the_writer_refuses_values_its_samples_do_not_give(tmp_path):
     (lambda d: d["samples"][0]["tokens_per_s"].update({"ours fixed": 80}), "values.a.fixed_ratio"),
     (lambda d: d["samples"][1].pop("drafted"), "samples"),
     (lambda d: d.update(kind="nonesuch"), "kind"),
+    (lambda d: d["rows"][0].__setitem__(5, "1.300 (1.200-1.400)"), r"rows\[0\]\[5\]"),
+    (lambda d: d["rows"][1].__setitem__(19, "yes"), r"rows\[1\]\[19\]"),
+    (lambda d: d["rows"].pop(), "rows"),
 ])
 def test_an_edited_value_or_sample_is_named_by_file_and_field(tmp_path, edit, field):
     _table(tmp_path)
@@ -89,6 +105,25 @@ def test_an_edited_value_or_sample_is_named_by_file_and_field(tmp_path, edit, fi
     path.write_text(json.dumps(data))
     with pytest.raises(SpecproofError, match=r"llama_speculative_qwen\.json"):
         check_bench_values(tmp_path)
+
+
+def test_the_writer_refuses_rows_its_samples_do_not_give(tmp_path):
+    rows = _rows()
+    rows[0][1] = 99.0  # ours target-only tok/s
+    with pytest.raises(SpecproofError, match=r"field rows\[0\]\[1\] is 99\.0; its samples give 11"):
+        _table(tmp_path, rows=rows)
+
+
+def test_target_only_rows_carry_the_producers_ratio_and_quartiles():
+    samples = [{"setup": s, "workload": "code", "repeat": i, "ours_s": 1.0, "theirs_s": t}
+               for s in ("x", "y") for i, t in enumerate((0.9, 1.0, 1.1))]
+    assert target_only_cells(samples) == [[1.0, "0.900-1.100"], [1.0, "0.900-1.100"]]
+    record = {"kind": "target_only", "samples": samples, "values": {k: {"value": v, "unit": u} for k, (v, u)
+                                                                     in target_only_values(samples).items()},
+              "rows": [["X", "code", "gen", 10.0, 10.0, 1.0, "0.900-1.100"],
+                       ["Y", "code", "gen", 10.0, 10.0, 1.0, "0.800-1.100"]]}
+    with pytest.raises(SpecproofError, match=r"t\.json: field rows\[1\]\[6\] is '0\.800-1\.100'"):
+        check_values(record, "t.json")
 
 
 def test_the_report_line_names_tables_without_samples(tmp_path):

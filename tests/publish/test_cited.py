@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from specproof.publish.cited import cited_errors, figure_in
+from specproof.errors import ConfigError
+from specproof.publish.cited import cited_errors, figure_in, read_cited
 
 CITED = Path(__file__).resolve().parents[2] / "paper" / "cited.yaml"
 SEEDS = Path("/work/shared/seeds")
@@ -110,3 +111,16 @@ def test_cited_figures_are_rows_the_audit_recomputes(cited, tmp_path):
     numbers["cited.laptop_study.best_speedup"]["value"] = 1.9
     with pytest.raises(Exception, match=r"cited\.laptop_study\.best_speedup"):
         _audit_cited_rows(CITED, numbers, tmp_path / "numbers.json")
+
+
+@pytest.mark.parametrize("text, message", [
+    ("a: [1, 2\n", r"x\.yaml: not valid YAML"),
+    ("- 1\n- 2\n", r"x\.yaml: must be a mapping of sections \(got list\)"),
+])
+def test_a_malformed_cited_yaml_is_one_line_naming_it(tmp_path, text, message):
+    path = tmp_path / "x.yaml"
+    path.write_text(text)
+    with pytest.raises(ConfigError, match=message):
+        read_cited(path)
+    with pytest.raises(ConfigError, match=r"nope\.yaml: cannot read it"):
+        read_cited(tmp_path / "nope.yaml")

@@ -5,6 +5,7 @@ rule audit:
         pdf=f"{PAPER}/paper.pdf",
         source=config.get("paper_source", "paper/paper.typ"),
         cited="paper/cited.yaml",
+        config="config/config.yaml",
         numbers=f"{PAPER}/build/numbers.json",
         figures=expand(f"{FIGURES}/{{set}}/{{name}}.png", set=head_study(), name=FIGURE_NAMES),
         machines=f"{FIGURES}/machines/verify_cost_machines.png" if len(head_machines()) > 1 else [],
@@ -24,7 +25,7 @@ rule audit:
     shell:
         "specproof audit --studies {params.studies:q} --manifests {params.manifests:q} "
         "--numbers {input.numbers:q} --benchmarks {params.benchmarks:q} --cited {input.cited:q} "
-        "--paper-pdf {input.pdf:q} --paper-source {input.source:q} --figures {params.figures:q} "
+        "--config {input.config:q} --paper-pdf {input.pdf:q} --paper-source {input.source:q} --figures {params.figures:q} "
         "--machine-figures {params.machines:q} 2>&1 | tee {log:q}"
 
 

@@ -268,6 +268,23 @@ def committed_bench_line(benchmarks: Path) -> str:
     return f"benchmarks: the {len(names)} tables' JSON are the committed ones"
 
 
+def check_every_set_listed(manifests: Path, cfg: dict, config: Path) -> None:
+    """The paper's config must be the committed one where it is tracked, and must name
+    every frozen record set under ``manifests``, in ``studies`` or in ``retired`` (with
+    why): a set dropped from the paper is said so, not silently left out."""
+    from .manifests import frozen_sets
+    committed = committed_sha256(config.parent, config.name)
+    if committed is not None and committed != sha256_file(config):
+        raise SpecproofError(f"{config}: differs from the committed one (git show HEAD:{config}): it decides "
+                             "which record sets the paper reads")
+    named = set(cfg["studies"]) | {r["set"] for r in cfg.get("retired", [])}
+    studies = sorted(d.name for d in Path(manifests).iterdir() if d.is_dir()) if Path(manifests).is_dir() else []
+    for set_id in (s for study in studies for s in frozen_sets(manifests, study)):
+        if set_id not in named:
+            raise SpecproofError(f"{config}: field studies: frozen record set {set_id} is neither listed nor "
+                                 "retired (add it to studies, or to retired with why)")
+
+
 def paper_numbers(studies: list[str], manifests: Path, config: Path | None) -> tuple[dict, str | None]:
     """numbers.json's paper.* rows as ``build_numbers`` writes them: the head study (the
     first listed, as the workflow's numbers rule passes it), whether it is frozen, and the
@@ -282,6 +299,7 @@ def paper_numbers(studies: list[str], manifests: Path, config: Path | None) -> t
     note = None
     cfg = load_config(Path(config)) if config is not None and Path(config).is_file() else None
     if cfg is not None and list(cfg["studies"]) == list(studies):
+        check_every_set_listed(manifests, cfg, Path(config))
         put("title", cfg.get("paper", {}).get("title", "specproof"), "text", "config/config.yaml")
     else:
         note = (f"paper.title not recomputed: {config} " + ("lists other studies" if cfg else "is absent")

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import operator
 from dataclasses import dataclass
-from pathlib import Path
 
 from ..errors import SpecproofError
 from .numbers import Rows
@@ -106,6 +105,6 @@ def cited_goal_rows(bench: dict, cited) -> dict:
     """goal_rows with the goals of the cited.yaml at ``cited`` (none when it is None)."""
     if cited is None:
         return {}
-    import yaml
-    goals = yaml.safe_load(Path(cited).read_text()).get("benchmark_goals") or {}
+    from .cited import read_cited
+    goals = read_cited(cited).get("benchmark_goals") or {}
     return goal_rows(bench, goals, str(cited))

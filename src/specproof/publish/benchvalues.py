@@ -80,12 +80,18 @@ def _pair_values(key: str, r: dict) -> dict[str, tuple]:
     return {f"{key}.{name}": v for name, v in out.items()}
 
 
-def llama_speculative_values(samples: list[dict]) -> dict[str, tuple]:
-    """Every derived value of a llama_speculative table: per pair (samples grouped by
-    their ``pair`` key, in first-seen order) and across pairs (min/max ratios, which
-    pairs reach a speedup > 1 only on their side, ids and text equal everywhere)."""
+def pair_summaries(samples: list[dict]) -> dict[str, dict]:
+    """speculative_summary per pair: samples grouped by their ``pair`` key, in first-seen order."""
     keys = list(dict.fromkeys(s["pair"] for s in samples))
-    summaries = {k: speculative_summary([s for s in samples if s["pair"] == k]) for k in keys}
+    return {k: speculative_summary([s for s in samples if s["pair"] == k]) for k in keys}
+
+
+def llama_speculative_values(samples: list[dict], summaries: dict[str, dict] | None = None) -> dict[str, tuple]:
+    """Every derived value of a llama_speculative table: per pair (``summaries``, by
+    default pair_summaries of the samples) and across pairs (min/max ratios, which pairs
+    reach a speedup > 1 only on their side, ids and text equal everywhere)."""
+    summaries = pair_summaries(samples) if summaries is None else summaries
+    keys = list(summaries)
     values = {}
     for k, r in summaries.items():
         values |= _pair_values(k, r)
@@ -118,8 +124,36 @@ def target_only_values(samples: list[dict]) -> dict[str, tuple]:
                      "repeats": (len({s["repeat"] for s in samples}), "pairs")}
 
 
+def quartile_text(r: tuple[float, float, float]) -> str:
+    """A (median, q1, q3) spread as a table cell: 'median (q1-q3)', three decimals."""
+    return f"{r[0]:.3f} ({r[1]:.3f}-{r[2]:.3f})"
+
+
+def speculative_cells(r: dict) -> list:
+    """A llama_speculative row after its label, from one pair's speculative_summary:
+    medians of tok/s, ratios with their quartiles, speedups, acceptance, ids and text equal."""
+    m, sp, acc = r["median"], r["speedup"], r["acceptance"]
+    return [m["ours target-only"], m["theirs target-only"], m["ours fixed"], m["theirs fixed"],
+            quartile_text(r["fixed_ratio"]), sp["ours fixed"], sp["theirs fixed"], m["ours adaptive"],
+            m["ours guard"], m["theirs default"], quartile_text(r["adaptive_ratio"]),
+            quartile_text(r["guard_ratio"]), sp["ours adaptive"], sp["ours guard"], sp["theirs default"],
+            acc["ours fixed"], acc["theirs fixed"], acc["theirs default"], "yes" if r["ids_equal"] else "NO",
+            "yes" if r["text_equal"] else "NO"]
+
+
+def target_only_cells(samples: list[dict]) -> list[list]:
+    """Per (setup, workload) row, in first-seen order: the median ratio and its quartiles' cell."""
+    v = target_only_values(samples)
+    keys = dict.fromkeys(f"{s['setup']}.{s['workload']}.ratio" for s in samples)
+    return [[v[k][0], f"{v[k + '_q1'][0]:.3f}-{v[k + '_q3'][0]:.3f}"] for k in keys]
+
+
 PRODUCERS: dict[str, Callable[[list[dict]], dict[str, tuple]]] = {
     "llama_speculative": llama_speculative_values, "target_only": target_only_values}
+# kind -> (the cells of each row its samples give, in row order; the column they start at)
+ROW_CELLS: dict[str, tuple[Callable[[list[dict]], list[list]], int]] = {
+    "llama_speculative": (lambda samples: [speculative_cells(r) for r in pair_summaries(samples).values()], 1),
+    "target_only": (target_only_cells, 5)}
 # tables written since samples were stored: they must keep them (a table stripped of its
 # samples would otherwise pass as an older one)
 SAMPLED_TABLES = ("target_only", "target_only_qwen", "llama_speculative_qwen_k1", "llama_speculative_qwen_k4",
@@ -151,11 +185,32 @@ def check_values(record: dict, path) -> int:
     stored = record["values"]
     for key, (value, unit) in derived.items():
         entry = stored.get(key)
-        value = None if isinstance(value, float) and math.isnan(value) else value
+        value = _plain_nan(value)
         if entry is None or entry.get("unit") != unit or not _same(entry.get("value"), value):
             found = "missing" if entry is None else repr(entry.get("value"))
             raise SpecproofError(f"{path}: field values.{key} is {found}; its samples give {value!r}")
-    return len(derived)
+    return len(derived) + _check_rows(record, path)
+
+
+def _plain_nan(value):
+    """NaN as the JSON writer stores it (null)."""
+    return None if isinstance(value, float) and math.isnan(value) else value
+
+
+def _check_rows(record: dict, path) -> int:
+    """A sampled table's rows against the cells its samples give (ROW_CELLS): an error
+    naming the first cell that differs; the number of cells checked."""
+    cells_of, start = ROW_CELLS[record["kind"]]
+    expected, rows = cells_of(record["samples"]), record.get("rows")
+    if not isinstance(rows, list) or len(rows) != len(expected):
+        raise SpecproofError(f"{path}: field rows has {len(rows) if isinstance(rows, list) else 'no'} rows; "
+                             f"its samples give {len(expected)}")
+    for i, (row, cells) in enumerate(zip(rows, expected)):
+        for j, cell in enumerate(cells, start):
+            found = row[j] if isinstance(row, list) and j < len(row) else "missing"
+            if not _same(found, _plain_nan(cell)):
+                raise SpecproofError(f"{path}: field rows[{i}][{j}] is {found!r}; its samples give {cell!r}")
+    return sum(map(len, expected))
 
 
 def check_bench_values(benchmarks) -> str:

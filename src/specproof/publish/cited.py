@@ -22,12 +22,28 @@ import re
 from decimal import Decimal
 from pathlib import Path
 
+from ..errors import ConfigError
 from ..records import sha256_file
 
 NUMBER_WORDS = ("zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine",
                 "ten", "eleven", "twelve", "thirteen", "fourteen", "fifteen", "sixteen",
                 "seventeen", "eighteen", "nineteen", "twenty")
 SHA256 = re.compile(r"[0-9a-f]{64}")
+
+
+def read_cited(path) -> dict:
+    """``paper/cited.yaml`` as a mapping, read in one place for the numbers, the paper and
+    the audit; a missing, unreadable or malformed file is one line naming it."""
+    import yaml
+    try:
+        data = yaml.safe_load(Path(path).read_text())
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read it ({exc.strerror or exc})") from None
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{path}: not valid YAML ({str(exc).splitlines()[0]})") from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: must be a mapping of sections (got {type(data).__name__})")
+    return data
 
 
 def is_figure(value) -> bool:

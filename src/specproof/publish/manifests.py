@@ -229,12 +229,11 @@ def _audit_replicates(studies, config, analyses, shas, numbers: dict, numbers_pa
 def _audit_paper_files(cited: Path | None, seeds: Path | None, pdf: dict | None) -> list[str]:
     """Report lines for cited.yaml (every cited figure in its quoted sentence) and the PDF
     (equal to its rebuild); the first problem raises, naming the file and field."""
-    from .cited import cited_errors
+    from .cited import cited_errors, read_cited
     from .paper import pdf_rebuild_error
     lines = []
     if cited is not None:
-        import yaml
-        errors = cited_errors(yaml.safe_load(Path(cited).read_text()),
+        errors = cited_errors(read_cited(cited),
                               seeds if seeds and Path(seeds).is_dir() else None)
         if errors:
             raise SpecproofError(f"{cited}: {errors[0]}")
@@ -297,14 +296,13 @@ def _audit_bench(benchmarks: Path, numbers: dict, numbers_path: Path, cited: Pat
 def _audit_cited_rows(cited: Path, numbers: dict, numbers_path: Path) -> dict:
     """cited.* rows recomputed from the cited yaml, which must be the committed one where
     it is tracked (its quotes are checked apart)."""
-    import yaml
     from .audit_anchors import committed_sha256
-    from .cited import cited_rows
+    from .cited import cited_rows, read_cited
     committed = committed_sha256(cited.parent, cited.name)
     if committed is not None and committed != sha256_file(cited):
         raise SpecproofError(f"{cited}: differs from the committed one (git show HEAD:{cited}): its goals and "
                              "figures decide rows the paper prints")
-    rows = cited_rows(yaml.safe_load(cited.read_text()), str(cited))
+    rows = cited_rows(read_cited(cited), str(cited))
     _check(numbers, rows, "cited.", numbers_path, check_source=False)
     return rows
 

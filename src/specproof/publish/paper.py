@@ -31,15 +31,14 @@ def build_numbers(config: dict, manifests: Path, results: Path, out: Path,
     and the paper's own (title, head study, frozen or not)."""
     from ..analysis.analyze import analyze
     from .benchgoals import cited_goal_rows
-    from .cited import cited_rows
+    from .cited import cited_rows, read_cited
     from .benchtables import bench_numbers
     from .numbers import Rows, machine_numbers, study_numbers
     from .replicate import config_replicate_numbers
     numbers: dict = bench_numbers(benchmarks) if benchmarks is not None else {}
     numbers.update(cited_goal_rows(numbers, cited))
     if cited is not None:
-        import yaml
-        numbers.update(cited_rows(yaml.safe_load(Path(cited).read_text()), str(cited)))
+        numbers.update(cited_rows(read_cited(cited), str(cited)))
     analyses, shas = {}, {}
     for set_id in config["studies"]:
         analyses[set_id] = analyze(records_dir(set_id, manifests, results))
