@@ -7,7 +7,7 @@ import yaml
 from specproof.errors import SpecproofError
 from specproof.publish.benchgoals import cited_goal_rows, goal_rows
 from specproof.publish.benchtables import bench_numbers, write_table
-from specproof.publish.benchvalues import target_only_values
+from specproof.publish.benchvalues import target_only_cells, target_only_values
 from specproof.publish.manifests import _audit_bench
 
 PROV = {"cpu": {"model": "test cpu", "logical_cores": 2, "ram_gib": 1.0}, "os": {"system": "Linux", "release": "x"},
@@ -43,8 +43,9 @@ def test_identical_ids_must_also_hold_and_the_best_of_several_is_a_maximum():
 def test_the_audit_refuses_an_edited_verdict(tmp_path):
     results = tmp_path / "results"
     samples = [{"setup": "s", "workload": "code", "repeat": i, "ours_s": 1.0, "theirs_s": 0.9} for i in range(3)]
-    write_table(results, "target_only", "T", ["x"], [[1]], [], target_only_values(samples), "python t.py", PROV,
-                ("target_only", samples))
+    rows = [["t", "code", "gen", 1.0, 1.0, *cells] for cells in target_only_cells(samples)]
+    write_table(results, "target_only", "T", list("abcdefg"), rows, [], target_only_values(samples), "python t.py",
+                PROV, ("target_only", samples))
     cited = tmp_path / "cited.yaml"
     cited.write_text(yaml.safe_dump({"benchmark_goals": {"target_only_ratio": 0.98}}))
     numbers = bench_numbers(results)

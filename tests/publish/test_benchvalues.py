@@ -93,6 +93,7 @@ def test_the_writer_refuses_values_its_samples_do_not_give(tmp_path):
     (lambda d: d["rows"][0].__setitem__(5, "1.300 (1.200-1.400)"), r"rows\[0\]\[5\]"),
     (lambda d: d["rows"][1].__setitem__(19, "yes"), r"rows\[1\]\[19\]"),
     (lambda d: d["rows"].pop(), "rows"),
+    (lambda d: d["rows"][0].__setitem__(1, "fast"), r"rows\[0\]\[1\]"),  # not a number: named, no TypeError
 ])
 def test_an_edited_value_or_sample_is_named_by_file_and_field(tmp_path, edit, field):
     _table(tmp_path)

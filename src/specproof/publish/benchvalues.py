@@ -162,7 +162,8 @@ SAMPLED_TABLES = ("target_only", "target_only_qwen", "llama_speculative_qwen_k1"
 
 def _same(a, b) -> bool:
     if isinstance(a, float) or isinstance(b, float):
-        return a is not None and b is not None and math.isclose(a, b, rel_tol=1e-9, abs_tol=1e-12)
+        number = lambda x: isinstance(x, (int, float)) and not isinstance(x, bool)  # noqa: E731
+        return number(a) and number(b) and math.isclose(a, b, rel_tol=1e-9, abs_tol=1e-12)
     return a == b
 
 
