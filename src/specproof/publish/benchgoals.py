@@ -36,16 +36,22 @@ def _all(table: str, *names: str) -> tuple[tuple[str, str], ...]:
     return tuple((table, n) for n in names)
 
 
+def _policy_goals(table: str, suffix: str) -> tuple[Goal, ...]:
+    """The policies table's three goals (adaptive vs the best fixed K and vs the library
+    rules, guard vs target-only), named with ``suffix``."""
+    return (Goal(f"adaptive_over_best_fixed{suffix}", _all(table, "adaptive.code.ratio", "adaptive.chat.ratio"),
+                 "adaptive_over_best_fixed"),
+            Goal(f"adaptive_over_library_rule{suffix}", _all(table, *LIBRARY_RATIOS), "adaptive_over_library_rule"),
+            Goal(f"guard{suffix}", _all(table, "guard.code.ratio", "guard.chat.ratio"), "guard_over_target_only"))
+
+
 GOALS = (
     Goal("target_only", _all("target_only", "min_ratio"), "target_only_ratio"),
     Goal("target_only_qwen", _all("target_only_qwen", "min_ratio"), "target_only_ratio"),
     Goal("ngram", _all("ngram", "min_ratio"), "ngram_ratio", must_hold=_all("ngram", "ids_identical")),
     Goal("model_draft_realized", _all("model_draft", "min_realized_over_ideal"), "realized_over_ideal"),
     Goal("model_draft_best", _all("model_draft", "best.realized"), "best_speedup"),
-    Goal("adaptive_over_best_fixed", _all("policies", "adaptive.code.ratio", "adaptive.chat.ratio"),
-         "adaptive_over_best_fixed"),
-    Goal("adaptive_over_library_rule", _all("policies", *LIBRARY_RATIOS), "adaptive_over_library_rule"),
-    Goal("guard", _all("policies", "guard.code.ratio", "guard.chat.ratio"), "guard_over_target_only"),
+    *_policy_goals("policies", ""),
     Goal("llama_spec_fixed", _all("llama_speculative", "min_fixed_ratio"), "llama_spec_ratio"),
     Goal("llama_spec_policy", _all("llama_speculative", "min_policy_ratio"), "llama_spec_ratio"),
     # over both Qwen runs: each times our target-only decoding against llama-completion's
@@ -66,10 +72,7 @@ GOALS = (
     Goal("ngram_qwen", _all("ngram_qwen", "min_ratio"), "ngram_ratio", must_hold=_all("ngram_qwen", "ids_identical")),
     Goal("model_draft_qwen_realized", _all("model_draft_qwen", "min_realized_over_ideal"), "realized_over_ideal"),
     Goal("model_draft_qwen_micro", _all("model_draft_qwen", "min_realized_over_micro"), "realized_over_micro"),
-    Goal("adaptive_over_best_fixed_qwen", _all("policies_qwen", "adaptive.code.ratio", "adaptive.chat.ratio"),
-         "adaptive_over_best_fixed"),
-    Goal("adaptive_over_library_rule_qwen", _all("policies_qwen", *LIBRARY_RATIOS), "adaptive_over_library_rule"),
-    Goal("guard_qwen", _all("policies_qwen", "guard.code.ratio", "guard.chat.ratio"), "guard_over_target_only"),
+    *_policy_goals("policies_qwen", "_qwen"),
 )
 OPS = {">=": operator.ge, ">": operator.gt}
 
