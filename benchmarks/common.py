@@ -23,6 +23,16 @@ CHAT_PROMPTS = [
 ]
 
 
+def chosen_setups(ap, value: str, known) -> list[str]:
+    """The comma-separated setup names of ``value``, in order; an unknown one is the
+    parser's error (one line, exit 2)."""
+    names = value.split(",")
+    unknown = sorted(set(names) - set(known))
+    if unknown:
+        ap.error(f"unknown setup(s) {', '.join(unknown)} (known: {', '.join(known)})")
+    return names
+
+
 def paired_times(ours, theirs, repeats: int) -> tuple[dict[str, list[float]], dict]:
     """Wall seconds of ``repeats`` paired calls after one warm-up each, the order
     alternating within pairs (ours/theirs, theirs/ours, ...) so slow drift hits both;

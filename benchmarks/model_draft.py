@@ -68,10 +68,10 @@ def main() -> None:
                     base = decode_target_only(target, ids, s)
                     run = decode_speculative(target, ModelDrafter(draft), ids, s, FixedPolicy(k))
                     same += run.new_ids == base.new_ids
-                    changed += run.new_ids != base.new_ids
                     tok_t, ns_t = tok_t + base.new_tokens, ns_t + base.decode_ns
                     tok_s, ns_s = tok_s + run.new_tokens, ns_s + run.decode_ns
                     frames.append(run.rounds_frame())
+            changed += a.repeats * len(prompts) - same
             rounds = pd.concat(frames)
             full = rounds[rounds["k"] == k]
             e_c = expected_committed(acceptance_by_position(rounds, k), k)

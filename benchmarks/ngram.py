@@ -16,7 +16,7 @@ import statistics
 import numpy as np
 import torch
 
-from common import CHAT_PROMPTS, CODE_PROMPTS, goal_note, paired_times, ratio_summary, write_table
+from common import CHAT_PROMPTS, CODE_PROMPTS, chosen_setups, goal_note, paired_times, ratio_summary, write_table
 from specproof.decode.decoding import DecodeSettings, decode_speculative, decode_target_only
 from specproof.decode.drafters import NGramDrafter
 from specproof.models.loader import load_backend
@@ -90,12 +90,12 @@ SETUPS = {"hf_fp32": ("hf fp32 SmolLM2", "embedded:smollm2-q4_1", "hf", "transfo
                              "llama-cpp-python LlamaPromptLookupDecoding")}
 
 
-def setups(names: str, n: int, k: int):
+def setups(names: list[str], n: int, k: int):
     """(slug, label, our backend, their run factory, their name, our settings) per setup."""
     # transformers can only be forced past EOS with min_new_tokens, which masks EOS and so
     # continues with other text than greedy: the hf rows both stop at EOS instead, so both
     # sides decode the same tokens (llama.cpp's generate continues greedily, as ours does)
-    for slug in names.split(","):
+    for slug in names:
         label, model, kind, theirs_name = SETUPS[slug]
         backend = load_backend({"backend": kind, "model": model, "threads": 2})
         theirs = (lambda ids, b=backend: _hf_lookup(b, ids, n, k)) if kind == "hf" else _llama_lookup(model, n, k)
@@ -110,13 +110,11 @@ def main() -> None:
     ap.add_argument("--setups", default="hf_fp32,llama_f16", help=f"any of {', '.join(SETUPS)}")
     ap.add_argument("--table", default="ngram", help="results/<table>.md/.json (the Qwen target: its own)")
     a = ap.parse_args()
-    unknown = set(a.setups.split(",")) - set(SETUPS)
-    if unknown:
-        ap.error(f"unknown setup(s) {', '.join(sorted(unknown))}")
+    names = chosen_setups(ap, a.setups, SETUPS)
     n, k = a.new_tokens, a.k
     rows = []
     values, spread = {}, []
-    for slug, label, backend, theirs_fn, theirs_name, settings in setups(a.setups, n, k):
+    for slug, label, backend, theirs_fn, theirs_name, settings in setups(names, n, k):
         for wl, text in (("code", CODE_PROMPTS[1]), ("chat", backend.chat_prompt(CHAT_PROMPTS[1]))):
             ids = backend.encode(text)
             times, out = paired_times(_ours(backend, ids, settings, k), theirs_fn(ids), a.repeats)

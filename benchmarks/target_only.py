@@ -15,7 +15,7 @@ import statistics
 
 import torch
 
-from common import CHAT_PROMPTS, CODE_PROMPTS, goal_note, paired_times, write_table
+from common import CHAT_PROMPTS, CODE_PROMPTS, chosen_setups, goal_note, paired_times, write_table
 from specproof.decode.decoding import DecodeSettings, decode_target_only
 from specproof.models.loader import load_backend
 from specproof.publish.benchvalues import target_only_cells, target_only_values
@@ -68,11 +68,9 @@ def main() -> None:
     ap.add_argument("--setups", default="hf_fp32,llama_q4_1,llama_f16", help=f"any of {', '.join(SETUPS)}")
     ap.add_argument("--table", default="target_only", help="results/<table>.md/.json (the Qwen models: their own)")
     a = ap.parse_args()
-    unknown = set(a.setups.split(",")) - set(SETUPS)
-    if unknown:
-        ap.error(f"unknown setup(s) {', '.join(sorted(unknown))}")
+    names = chosen_setups(ap, a.setups, SETUPS)
     samples, cells = [], []
-    for slug in a.setups.split(","):
+    for slug in names:
         label, spec, theirs_fn, theirs_name = SETUPS[slug]
         backend = load_backend(spec)
         for wl, prompt in (("code", CODE_PROMPTS[0]), ("chat", backend.chat_prompt(CHAT_PROMPTS[0]))):
