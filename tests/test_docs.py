@@ -258,6 +258,15 @@ def _conda(cmd: str, tmp: Path) -> None:
     assert "specproof.llama_build install" in out
 
 
+def _plan_run() -> How:
+    """Run as written with ``--json``: every stage estimated, the total their sum."""
+    def check(cmd: str, tmp: Path) -> None:
+        out = json.loads(_run([*_argv(cmd), "--json"], timeout=900).stdout)
+        assert out["stages"] and all(s["minutes"] >= 0 for s in out["stages"])
+        assert abs(out["total_minutes"] - sum(s["minutes"] for s in out["stages"])) < 1e-9
+    return How("models", "run with the real models, --json appended", check, models=True)
+
+
 HELP = How("help", "--help (a real run takes minutes and writes its table)", lambda cmd, tmp: help_run(cmd))
 RUN = How("run", "run as written", lambda cmd, tmp: _run(_argv(cmd)))
 SIZE = ("--max-new-tokens", "8")
@@ -297,6 +306,8 @@ EXERCISED: dict[str, list[How]] = {
     ".venv/bin/specproof decode --target-backend hf --target-model ~/models/Llama-3.2-1B --device cuda "
     "--dtype bfloat16 --draft-backend ngram": [_parsed()],  # the reader's files and GPU
     '.venv/bin/specproof advise --check --prompt "def f(x):" --k-max 8': [_parsed(), _decoded("--k-max", "2")],
+    ".venv/bin/specproof plan --config config/studies/cpu-smollm2.yaml": [_parsed(), _plan_run()],
+    ".venv/bin/specproof plan --config config/studies/paper-qwen.yaml --json": [_parsed()],  # needs .[qwen]
     # docs/pipeline.md
     "make study STUDY=paper-smollm2 CORES=2": [_dry(_has("--cores 2", "study=paper-smollm2"))],
     "snakemake study --cores 1 --resources timed=1 --config study=cpu-smollm2 -n": [_snakemake_as_written()],

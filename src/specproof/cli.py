@@ -308,6 +308,30 @@ def cmd_stage(a) -> int:
     return 0
 
 
+def cmd_plan(a) -> int:
+    import json
+
+    import pandas as pd
+    from .evidence.plan import estimate, measured_plan
+    from .limits import output_dir
+    from .study.config import load_study
+    if not 0 <= a.acceptance < 1:
+        raise ConfigError(f"--acceptance: must be in [0, 1) (got {a.acceptance:g})")
+    study = load_study(Path(a.config))
+    study.model_dir = a.model_dir and output_dir(a.model_dir, "--model-dir").resolve()
+    plan = measured_plan(study, a.acceptance, progress=lambda m: print(f"plan: timing {m}", file=sys.stderr))
+    rows = pd.DataFrame(estimate(plan))
+    if a.json:
+        print(json.dumps({"study": study.name, "acceptance": a.acceptance, "stages": rows.to_dict(orient="records"),
+                          "total_minutes": float(rows["minutes"].sum())}, indent=2))
+        return 0
+    print(f"{study.name}: estimated minutes per stage on this machine (acceptance {a.acceptance:g} assumed)")
+    print(rows.to_markdown(index=False, floatfmt=".1f"))
+    print(f"total: {rows['minutes'].sum():.0f} min, plus model assembly on first use, margins and the "
+          "analysis (a minute or two)")
+    return 0
+
+
 def cmd_figures(a) -> int:
     from .analysis.analyze import analyze
     from .limits import output_dir
@@ -482,6 +506,18 @@ def _stage_parser(sub) -> argparse.ArgumentParser:
     return st
 
 
+def _plan_parser(sub) -> argparse.ArgumentParser:
+    pl = _command(sub, "plan", cmd_plan, "estimate how long each stage of a study takes here, before running it",
+                  "Estimate each model-running stage's minutes on this machine: the study's work counted "
+                  "from its config and prompts, at step costs measured by loading each model once.")
+    pl.add_argument("--config", required=True, help="the study config file, e.g. config/studies/<name>.yaml")
+    pl.add_argument("--acceptance", type=float, default=0.8,
+                    help="assumed acceptance at every drafted position (the study measures it)")
+    pl.add_argument("--model-dir", help="where derived model files go (default: ~/.cache/specproof/models)")
+    pl.add_argument("--json", action="store_true", help="print the estimate as JSON")
+    return pl
+
+
 def _figures_parser(sub) -> argparse.ArgumentParser:
     f = _command(sub, "figures", cmd_figures, "draw a study's figures from its records")
     f.add_argument("--records", required=True, help="results/<study> or manifests/<study>/<machine>")
@@ -568,7 +604,7 @@ def _drift_parser(sub) -> argparse.ArgumentParser:
 
 
 # in the order ``specproof --help`` lists them
-SUBCOMMANDS = (_decode_parser, _advise_parser, _stage_parser, _figures_parser, _machines_figure_parser,
+SUBCOMMANDS = (_decode_parser, _advise_parser, _plan_parser, _stage_parser, _figures_parser, _machines_figure_parser,
                _numbers_parser, _paper_parser, _freeze_parser, _audit_parser, _drift_parser)
 
 

@@ -185,7 +185,8 @@ def test_a_grid_block_can_name_the_pairs_it_runs_on(tmp_path):
         load_study(path)
 
 
-def test_the_qwen_paper_tier_tests_a_real_size_gap_with_evidence_sized_for_it():
+@pytest.mark.parametrize("name", ["paper-qwen", "paper-qwen-v2"])
+def test_the_qwen_paper_tier_tests_a_real_size_gap_with_evidence_sized_for_it(name):
     """The paper tier (issue 21): the Qwen2.5-Coder 1.5B target drafted by its 0.5B sibling
     is the headline (the first pair); greedy fixed K over at least six values; adaptive,
     guard and the three library rules; sampled runs; the same-weights SmolLM2 pair and
@@ -194,7 +195,7 @@ def test_the_qwen_paper_tier_tests_a_real_size_gap_with_evidence_sized_for_it():
     from specproof.decode.policies import POLICIES
     from specproof.study.config import load_study
     from specproof.study.workloads import build_prompt_set
-    study = load_study("paper-qwen")
+    study = load_study(name)
     head = study.pairs[0]
     assert study.target_spec(head["target"])["model"] == "embedded:qwen2.5-coder-1.5b-q4_k_m"
     assert study.draft_spec(head["draft"])["model"] == "embedded:qwen2.5-coder-0.5b-q4_k_m"
@@ -213,3 +214,28 @@ def test_the_qwen_paper_tier_tests_a_real_size_gap_with_evidence_sized_for_it():
     assert int(study.section("qualification").get("repetitions", 1)) == 1
     for f in study.prediction["reserved_disjoint_from"]:
         assert not reserved & {json.loads(line)["prompt"] for line in (ROOT / f).read_text().splitlines()}
+
+
+def test_a_study_names_its_interval_t_by_default(tmp_path):
+    assert load_study("cpu-smollm2").interval == "t"
+    data = base()
+    data["statistics"] = {"interval": "bca"}
+    assert load_study(write(tmp_path, data)).interval == "bca"
+    data["statistics"] = {"interval": "wald"}
+    with pytest.raises(ConfigError, match="statistics.interval"):
+        load_study(write(tmp_path, data))
+
+
+def test_the_v2_tier_is_paper_qwen_resized_and_its_replicate_pairs_with_it():
+    """paper-qwen-v2 differs from paper-qwen only in its name, description, new tokens and
+    the certificate's null tokens; its replicate has its settings and a subset of its prompts."""
+    old, new = (yaml.safe_load((STUDIES / f"{n}.yaml").read_text()) for n in ("paper-qwen", "paper-qwen-v2"))
+    changed = {k for k in set(old) | set(new) if old.get(k) != new.get(k)}
+    assert changed == {"name", "description", "settings", "certificate"}
+    assert {k for k in old["settings"] if old["settings"][k] != new["settings"][k]} == {"max_new_tokens"}
+    rep = yaml.safe_load((STUDIES / "paper-qwen-v2-replicate.yaml").read_text())
+    assert rep["settings"] == new["settings"]
+    assert rep["pairs"] == new["pairs"][:1]
+    for wl, spec in rep["workloads"].items():
+        assert spec["n"] <= new["workloads"][wl]["n"] and spec["source"] == new["workloads"][wl]["source"]
+

@@ -165,6 +165,7 @@ def predict(micro: "pd.DataFrame", rounds: "pd.DataFrame", k_max: int) -> dict:
             "draft_to_target_ratio": draft_ms / verify[1]}
 
 
+STUDY_K_MAX = 8  # the largest K a study's advise probes and predicts for
 BOOTSTRAP_RESAMPLES = 400
 BOOTSTRAP_LEVEL = 0.95
 
@@ -286,7 +287,7 @@ def advise_study(study: Study, prompt_set: list[dict], out: Path, micro_out: Pat
         drafter = pool.drafter(pair["draft"], target, 0.0, study.settings["seed"])
         probe = [prompt_ids(target, r) for r in discovery[:2]]
         rec: dict = {}
-        res = advise(target, drafter, probe, k_max=8, probe_tokens=study.settings["max_new_tokens"],
+        res = advise(target, drafter, probe, k_max=STUDY_K_MAX, probe_tokens=study.settings["max_new_tokens"],
                      records=rec)
         realized: list[dict] = []
         real = realized_speedup(target, drafter, [prompt_ids(target, r) for r in reserved], res["k"],

@@ -13,6 +13,8 @@ Level 3 (real models) is scored in ``pit`` and tested in ``analysis.certificate`
 """
 from __future__ import annotations
 
+import time
+
 import numpy as np
 import pandas as pd
 from scipy import stats
@@ -310,6 +312,38 @@ def power_curve(records: pd.DataFrame, alpha: float) -> list[dict]:
     return out
 
 
+POWER_DELTAS = (0.01, 0.02, 0.04, 0.08, 0.16, 0.32, 0.64)  # T(1 + delta): the power curves' violations
+POWER_REPS = 60  # repetitions per delta of each power curve
+POWER_ORDERS = ("id", "rank", "ratio")  # the single-order curves; the whole rule's is the fourth
+
+
+def token_counts(n_tokens: int, null_tokens: int | None) -> tuple[int, int]:
+    """(violation, null) tokens per calibration repetition: the study's count capped to
+    200..3,000, and the null's at most that (see ``calibrate``)."""
+    n_cal = max(200, min(n_tokens, 3000))
+    return n_cal, n_cal if null_tokens is None else max(200, min(null_tokens, n_cal))
+
+
+def calibration_seconds(n_tokens: int, reps: int, violation_reps: int, null_tokens: int | None,
+                        seed: int, probe_tokens: int = 400) -> float:
+    """``calibrate``'s time, estimated from one timed repetition of each kind at
+    ``probe_tokens`` tokens: speculative mock tokens (reps x n_null + 2 x violation_reps x
+    n_cal) at the probe's seconds per token, and power-curve tokens (len(POWER_DELTAS) x
+    POWER_REPS x max(n_tokens, 50), per curve) at each curve's probe seconds per token."""
+    n_cal, n_null = token_counts(n_tokens, null_tokens)
+    target, draft = mock_pair(seed)
+    t0 = time.perf_counter()
+    _spec_tokens(target, draft, probe_tokens, 1.0, seed)
+    per_spec = (time.perf_counter() - t0) / probe_tokens
+    t0 = time.perf_counter()
+    for order in POWER_ORDERS:
+        _temperature_power(probe_tokens, POWER_DELTAS[:1], 1, 0.05, seed, order)
+    _rule_power(probe_tokens, POWER_DELTAS[:1], 1, 0.05, seed)
+    per_power = (time.perf_counter() - t0) / probe_tokens
+    curve_tokens = len(POWER_DELTAS) * POWER_REPS * max(n_tokens, 50)
+    return per_spec * (reps * n_null + 2 * violation_reps * n_cal) + per_power * curve_tokens
+
+
 def calibrate(n_tokens: int, reps: int, alpha: float, seed: int,
               violation_reps: int = 30, null_tokens: int | None = None,
               power_records: list | None = None) -> tuple[pd.DataFrame, dict]:
@@ -321,8 +355,7 @@ def calibrate(n_tokens: int, reps: int, alpha: float, seed: int,
     at ``null_tokens`` (default the same count): KS is exact at any n and the 10-bin
     chi-square needs only n >= 50 (expected count >= 5 per bin), so a cheaper null still
     measures the rule's size; the table records each repetition's token count."""
-    n_cal = max(200, min(n_tokens, 3000))
-    n_null = n_cal if null_tokens is None else max(200, min(null_tokens, n_cal))
+    n_cal, n_null = token_counts(n_tokens, null_tokens)
     target, draft = mock_pair(seed)
     rows = []
     scenarios = [("null", reps, Sampler, None, n_null),
@@ -339,10 +372,9 @@ def calibrate(n_tokens: int, reps: int, alpha: float, seed: int,
                          "ratio_ks_pvalue": res_ratio["ks_pvalue"],
                          "ratio_chi2_pvalue": res_ratio["chi2_pvalue"]})
     table = pd.DataFrame(rows)
-    deltas = [0.01, 0.02, 0.04, 0.08, 0.16, 0.32, 0.64]
-    curves = {o: _temperature_power(max(n_tokens, 50), deltas, 60, alpha, seed, o, power_records)
-              for o in ("id", "rank", "ratio")}
-    curves["rule"] = _rule_power(max(n_tokens, 50), deltas, 60, alpha, seed, records=power_records)
+    curves = {o: _temperature_power(max(n_tokens, 50), POWER_DELTAS, POWER_REPS, alpha, seed, o, power_records)
+              for o in POWER_ORDERS}
+    curves["rule"] = _rule_power(max(n_tokens, 50), POWER_DELTAS, POWER_REPS, alpha, seed, records=power_records)
     return table, summarize_calibration(table, curves, alpha, n_tokens)
 
 
