@@ -24,7 +24,7 @@ from .certificate import certificate
 from .costs import config_costs, end_to_end_costs, run_costs
 from .loopcost import loop_costs
 from ..records import check_seal, read_json, read_jsonl, read_parquet, write_json, write_parquet
-from .statistics import acceptance_stats, best_k_reserved, category_speedups, speedup_stats
+from .statistics import acceptance_stats, best_k_reserved, category_speedups, interval_method, speedup_stats
 from .summaries import recompute
 from ..study.workloads import split_of
 
@@ -57,13 +57,14 @@ class StudyAnalysis:
     end_to_end: list[dict] | None = None  # speedups with prefill inside the clock (costs.end_to_end_costs)
     prefill_ratio: dict | None = None  # (pair, config) -> geometric mean of spec / target-only prefill
     category_speedups: list[dict] | None = None  # per category, where a workload holds several
+    interval_method: str = "bca"  # the speedups' interval (statistics.interval_method of the provenance)
 
 
 def analyze(d: Path) -> StudyAnalysis:
     d = Path(d)
     reference = check_seal(d / "reference.parquet", d / "reference.seal.json")
     prov = read_json(d / "provenance.json")
-    seed = int(prov["study"]["config"]["settings"]["seed"])
+    seed, method = int(prov["study"]["config"]["settings"]["seed"]), interval_method(prov)
     runs, rounds = read_parquet(d / "runs.parquet"), read_parquet(d / "rounds.parquet")
     micro, qual = read_parquet(d / "micro.parquet"), read_parquet(d / "qualification.parquet")
     qual = qual.assign(ids_equal=recomputed_q(qual, reference))  # Q from the ids, not the stored flag
@@ -82,8 +83,8 @@ def analyze(d: Path) -> StudyAnalysis:
         name=prov["study"]["name"], provenance=prov, runs=runs, agreement=agree,
         agreement_counts=agreement_counts(agree), costs=costs,
         config_costs=config_costs(costs, rounds, micro),
-        speedups=speedup_stats(costs, seed),
-        best_reserved=best_k_reserved(costs, discovery, reserved, seed),
+        speedups=speedup_stats(costs, seed, method=method),
+        best_reserved=best_k_reserved(costs, discovery, reserved, seed, method),
         acceptance=acceptance_stats(costs, rounds, seed),
         certificate=certificate(pit, cal, seed, alpha),
         calibration=cal, level1=summ.level1, level2=summ.level2,
@@ -91,8 +92,8 @@ def analyze(d: Path) -> StudyAnalysis:
         prediction=summ.prediction, micro=micro, advise=summ.advise, sources=summ.sources,
         calibration_table=read_parquet(d / "calibration.parquet"),
         loop_costs=loop_costs(runs, rounds, micro), advise_gap=gap,
-        category_speedups=category_speedups(costs, prompt_categories(d), seed),
-        **clock_boundary(runs, seed))
+        category_speedups=category_speedups(costs, prompt_categories(d), seed, method),
+        interval_method=method, **clock_boundary(runs, seed, method))
 
 
 def prompt_categories(d: Path) -> dict[str, str]:
@@ -104,13 +105,13 @@ def prompt_categories(d: Path) -> dict[str, str]:
     return {r["id"]: r["category"] for r in records if r.get("category") is not None}
 
 
-def clock_boundary(runs: pd.DataFrame, seed: int) -> dict:
+def clock_boundary(runs: pd.DataFrame, seed: int, method: str = "bca") -> dict:
     """The speedups over all prompts with prefill inside the clock, and per configuration
     the geometric mean over runs of the speculative / target-only prefill ratio."""
     e2e = end_to_end_costs(runs)
     ratio = {(p, c): float(np.exp(np.log(g["prefill_ratio"]).mean()))
              for (p, c), g in e2e.groupby(["pair", "config"], sort=False)}
-    stats = [r for r in speedup_stats(e2e, seed) if r["workload"] == "all"]
+    stats = [r for r in speedup_stats(e2e, seed, method=method) if r["workload"] == "all"]
     return {"end_to_end": stats, "prefill_ratio": ratio}
 
 

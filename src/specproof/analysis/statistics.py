@@ -20,6 +20,14 @@ With one repetition per prompt the second stage has nothing to resample and the 
 is the one-stage BCa of ``scipy.stats.bootstrap`` over prompts, which is then called
 directly (same seed, same B), so record sets with one repetition keep their intervals.
 
+A record set recorded since 2026-12-03 uses instead the Student-t interval over prompts
+(``t_interval``, the study's ``statistics.interval``, default t):
+  theta +- t_{n-1, (1+level)/2} sd(m_j) / sqrt(n), mapped back by exp.
+The set's provenance names its interval (``statistics.interval``; ``interval_method``), so
+a set frozen earlier keeps its BCa intervals and the audit recomputes each with its own.
+The change: at the paper tier's size the 'best K' procedure's BCa interval covered about
+92% of simulated studies, the t interval about 94%, on the same skewed data.
+
 ``simulated_coverage`` measures how often the interval covers the truth at a given
 study size on skewed data; the paper prints that figure next to the intervals.
 Acceptance by position i: per prompt alpha_ij, mean over prompts with a bootstrap CI.
@@ -36,6 +44,7 @@ from scipy import stats
 from ..decode.costmodel import acceptance_by_position
 
 N_RESAMPLES = 2000
+INTERVALS = ("bca", "t")  # two_stage_ci, t_interval (a study's statistics.interval, default t)
 
 
 def bootstrap_mean_ci(values: np.ndarray, seed: int, level: float = 0.95) -> tuple[float, float]:
@@ -96,9 +105,40 @@ def two_stage_ci(groups: list[np.ndarray], seed: int, level: float = 0.95,
     return float(lo), float(hi)
 
 
-def speedup_stats(costs: pd.DataFrame, seed: int, prompts: list[str] | None = None) -> list[dict]:
+def t_interval(groups: list[np.ndarray], level: float = 0.95) -> tuple[float, float]:
+    """Student-t interval for theta = mean over groups (prompts) of the mean within each:
+    theta +- t_{n-1, (1+level)/2} sd(m_j) / sqrt(n) (``scipy.stats.t.interval`` with
+    ``scipy.stats.sem`` of the prompt means m_j). NaNs dropped, empty groups ignored;
+    fewer than two prompts or equal means give [theta, theta]."""
+    means = np.array([g[np.isfinite(g)].mean() for g in (np.asarray(x, dtype=float) for x in groups)
+                      if np.isfinite(g).any()])
+    theta = float(means.mean()) if means.size else float("nan")
+    if means.size < 2 or np.ptp(means) == 0:
+        return theta, theta
+    lo, hi = stats.t.interval(level, means.size - 1, loc=theta, scale=stats.sem(means))
+    return float(lo), float(hi)
+
+
+def speedup_interval(groups: list[np.ndarray], seed: int, method: str, level: float = 0.95) -> tuple[float, float]:
+    """The interval ``method`` names (``INTERVALS``) on the log scale: 'bca' is
+    ``two_stage_ci`` (seeded), 't' is ``t_interval``."""
+    if method == "t":
+        return t_interval(groups, level)
+    if method == "bca":
+        return two_stage_ci(groups, seed, level)
+    raise ValueError(f"interval method must be one of {INTERVALS} (got {method!r})")
+
+
+def interval_method(provenance: dict) -> str:
+    """The interval a record set's speedups use: its provenance's ``statistics.interval``;
+    'bca' for a set recorded before provenance named it."""
+    return provenance.get("statistics", {}).get("interval", "bca")
+
+
+def speedup_stats(costs: pd.DataFrame, seed: int, prompts: list[str] | None = None,
+                  method: str = "bca") -> list[dict]:
     """Per configuration and workload ('all' and each workload): the geometric-mean
-    speedup over prompts and its two-stage BCa interval (module docstring).
+    speedup over prompts and its interval (``speedup_interval`` with ``method``).
     ``prompts`` restricts the rows to those prompt ids (None: every prompt)."""
     if prompts is not None:
         costs = costs[costs["prompt_id"].isin(prompts)]
@@ -110,7 +150,7 @@ def speedup_stats(costs: pd.DataFrame, seed: int, prompts: list[str] | None = No
             logs = [np.log(gp["S_measured"].to_numpy(dtype=float)) for _, gp in sub.groupby("prompt_id")]
             groups = [x[np.isfinite(x)] for x in logs if np.isfinite(x).any()]
             theta = float(np.mean([x.mean() for x in groups])) if groups else float("nan")
-            lo, hi = two_stage_ci(groups, seed)
+            lo, hi = speedup_interval(groups, seed, method)
             out.append({**dict(zip(keys, key)), "workload": workload, "prompts": len(groups),
                         "repetitions": int(sub.groupby("prompt_id").size().max()),
                         "gmean_speedup": float(np.exp(theta)), "ci_low": float(np.exp(lo)),
@@ -118,7 +158,8 @@ def speedup_stats(costs: pd.DataFrame, seed: int, prompts: list[str] | None = No
     return out
 
 
-def category_speedups(costs: pd.DataFrame, categories: dict[str, str], seed: int) -> list[dict]:
+def category_speedups(costs: pd.DataFrame, categories: dict[str, str], seed: int,
+                      method: str = "bca") -> list[dict]:
     """``speedup_stats`` per category within each workload whose prompts hold several
     categories (a Spec-Bench file is one workload of six), each row with its ``workload``
     and ``category``; ``categories`` maps a prompt id to its category."""
@@ -127,21 +168,21 @@ def category_speedups(costs: pd.DataFrame, categories: dict[str, str], seed: int
         cats = g["prompt_id"].map(categories)
         if cats.nunique() < 2:
             continue
-        for r in speedup_stats(g.assign(workload=cats), seed):
+        for r in speedup_stats(g.assign(workload=cats), seed, method=method):
             if r["workload"] != "all":
                 out.append({**r, "workload": workload, "category": r["workload"]})
     return out
 
 
 def best_k_reserved(costs: pd.DataFrame, discovery: list[str], reserved: list[str],
-                    seed: int) -> dict[str, dict]:
+                    seed: int, method: str = "bca") -> dict[str, dict]:
     """Per pair: the greedy fixed-K configuration with the highest geometric-mean speedup
     on the ``discovery`` prompts, and its speedup and interval on the ``reserved`` prompts
     only. Choosing and reporting on disjoint prompts keeps the headline from being the
     maximum of noisy estimates (a winner's-curse bias)."""
     fixed = costs[(costs["policy"] == "fixed") & (costs["temperature"] == 0)]
-    chosen = speedup_stats(fixed, seed, prompts=discovery)
-    held = {(r["pair"], r["config"]): r for r in speedup_stats(fixed, seed, prompts=reserved)
+    chosen = speedup_stats(fixed, seed, prompts=discovery, method=method)
+    held = {(r["pair"], r["config"]): r for r in speedup_stats(fixed, seed, prompts=reserved, method=method)
             if r["workload"] == "all"}
     out: dict[str, dict] = {}
     for r in chosen:
@@ -173,9 +214,9 @@ def skewed_log_speedups(rng: np.random.Generator, prompts: int, repetitions: int
 
 @lru_cache(maxsize=16)
 def simulated_coverage(prompts: int, repetitions: int, simulations: int = 1000, seed: int = 13,
-                       level: float = 0.95) -> float:
+                       level: float = 0.95, method: str = "bca") -> float:
     """The fraction of ``simulations`` studies of ``prompts`` x ``repetitions`` runs
-    (``skewed_log_speedups``) whose two-stage interval (``two_stage_ci``) contains the
+    (``skewed_log_speedups``) whose interval (``speedup_interval`` with ``method``) contains the
     true theta: the interval's actual coverage at that size, to set against ``level``.
     Deterministic in ``seed``; the Monte Carlo standard error is
     sqrt(c (1 - c) / simulations), about 0.007 at c = 0.95 and 1000 simulations."""
@@ -183,7 +224,7 @@ def simulated_coverage(prompts: int, repetitions: int, simulations: int = 1000, 
     theta, hits = 0.4, 0
     for i in range(simulations):
         y = skewed_log_speedups(rng, prompts, repetitions, theta)
-        lo, hi = two_stage_ci(list(y), seed + 1 + i, level)
+        lo, hi = speedup_interval(list(y), seed + 1 + i, method, level)
         hits += lo <= theta <= hi
     return hits / simulations
 
@@ -192,16 +233,17 @@ SELECTION_THETAS = (0.40, 0.38, 0.35, 0.30, 0.20, 0.10)  # true log speedups of 
 
 
 @lru_cache(maxsize=16)
-def simulated_selection_coverage(discovery: int, reserved: int, configurations: int, simulations: int = 400,
-                                 seed: int = 13, level: float = 0.95) -> float:
+def simulated_selection_coverage(discovery: int, reserved: int, configurations: int, simulations: int = 1000,
+                                 seed: int = 13, level: float = 0.95, method: str = "bca") -> float:
     """The fraction of ``simulations`` studies in which the 'best K' procedure's interval
     contains the true log speedup of the K it chose: over ``configurations`` greedy K
     values with true log speedups ``SELECTION_THETAS`` (the first ``configurations``), each
     prompt's log speedups share a prompt effect across K (``skewed_log_speedups``) plus
     an independent K-by-prompt term (sd 0.05); K is the argmax of the mean over the
-    ``discovery`` prompts and its interval (``two_stage_ci``, one run per prompt) is taken
-    over the ``reserved`` prompts alone, as ``best_k_reserved`` does. Deterministic in
-    ``seed``; Monte Carlo SE sqrt(c (1 - c) / simulations), about 0.011 at c = 0.95, 400."""
+    ``discovery`` prompts and its interval (``speedup_interval`` with ``method``, one run per
+    prompt) is taken over the ``reserved`` prompts alone, as ``best_k_reserved`` does.
+    Deterministic in ``seed``; Monte Carlo SE sqrt(c (1 - c) / simulations), about 0.007
+    at c = 0.95 and 1000 simulations."""
     rng = np.random.default_rng(seed)
     thetas = np.array(SELECTION_THETAS[:configurations])
     hits = 0
@@ -209,7 +251,7 @@ def simulated_selection_coverage(discovery: int, reserved: int, configurations: 
         base = skewed_log_speedups(rng, discovery + reserved, 1, 0.0)            # (prompts, 1)
         y = base + thetas[None, :] + 0.05 * rng.standard_normal((discovery + reserved, len(thetas)))
         chosen = int(np.argmax(y[:discovery].mean(axis=0)))
-        lo, hi = two_stage_ci([np.array([v]) for v in y[discovery:, chosen]], seed + 1 + i, level)
+        lo, hi = speedup_interval([np.array([v]) for v in y[discovery:, chosen]], seed + 1 + i, method, level)
         hits += lo <= thetas[chosen] <= hi
     return hits / simulations
 

@@ -79,6 +79,7 @@ def prompts_for(study: Study, d: Path, stage: str) -> list[dict]:
 
 def stage_provenance(study: Study, d: Path) -> None:
     prov = capture(bandwidth=True)
+    prov["statistics"] = {"interval": study.interval}  # the speedups' interval (statistics.interval_method)
     prov["study"] = {"name": study.name, "config_sha256": study.sha256(), "config": study.data}
     prov["prompts_sha256"] = sha256_file(d / "prompts.jsonl")
     prov["models"] = read_json(d / "models.json")

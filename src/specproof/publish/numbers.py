@@ -84,7 +84,7 @@ def indicative_set(a: StudyAnalysis) -> bool:
     if "all" not in sizes:
         return False
     n, reps = sizes["all"]
-    return 100 * simulated_coverage(n, reps, COVERAGE_SIMULATIONS) < INDICATIVE_BELOW_PCT
+    return 100 * simulated_coverage(n, reps, COVERAGE_SIMULATIONS, method=a.interval_method) < INDICATIVE_BELOW_PCT
 
 
 def best_fixed(a: StudyAnalysis) -> dict[str, dict]:
@@ -292,40 +292,64 @@ def coverage_numbers(a: StudyAnalysis, rows: Rows) -> None:
         put = rows.at("stats.coverage", stratum=stratum)
         put("prompts", n, "prompts", "runs.parquet")
         put("repetitions", reps, "runs", "runs.parquet")
-        put("actual_pct", 100 * simulated_coverage(n, reps, COVERAGE_SIMULATIONS), "%", "runs.parquet")
+        put("actual_pct", 100 * simulated_coverage(n, reps, COVERAGE_SIMULATIONS, method=a.interval_method), "%",
+            "runs.parquet")
     rows.at("stats.coverage")("simulations", COVERAGE_SIMULATIONS, "studies", "runs.parquet")
     selection_coverage_numbers(a, rows)
     rows.at("stats")("ci_level_pct", round(100 * _default("two_stage_ci", "level")), "%",
                      "src/specproof/analysis/statistics.py")
+    rows.at("stats")("interval_method", a.interval_method, "text", "provenance.json")
     rows.at("calibration")("power_pct", round(100 * _default("detectable_tv", "target_power")), "%",
                            "src/specproof/evidence/calibration.py")
 
 
-SELECTION_SEEDS = (13, 14, 15, 16, 17)  # the selection's coverage is reported as its range over these
+SELECTION_SEEDS = (13, 14, 15, 16, 17)  # the selection's coverage is pooled over these
 
 
 def selection_coverage_numbers(a: StudyAnalysis, rows: Rows) -> None:
     """'stats.coverage.selection.*': the simulated coverage of the 'best K' procedure at the
     headline pair's size (K chosen on its discovery prompts, reported on its reserved ones,
-    over its greedy K grid; ``simulated_selection_coverage``), as the lowest and highest
-    over ``SELECTION_SEEDS``."""
-    from ..analysis.statistics import SELECTION_THETAS, simulated_selection_coverage
+    over its greedy K grid; ``simulated_selection_coverage``) with the set's interval,
+    pooled over ``SELECTION_SEEDS`` with its 95% Clopper-Pearson Monte Carlo interval, and
+    the lowest and highest seed's; 'stats.coverage.selection_t.*' the same for the t
+    interval when the set's is another."""
     head = a.provenance["study"]["config"]["pairs"][0]
     b = a.best_reserved.get(f"{head['target']}+{head['draft']}")
     grid = [r for r in a.speedups if r["pair"] == f"{head['target']}+{head['draft']}" and r["workload"] == "all"
             and r["policy"] == "fixed" and r["temperature"] == 0]
     if not b or len(grid) < 2:
         return
+    from ..analysis.statistics import SELECTION_THETAS
     size = (int(b["discovery_prompts"]), int(b["prompts"]), min(len(grid), len(SELECTION_THETAS)))
-    pct = [100 * simulated_selection_coverage(*size, seed=seed) for seed in SELECTION_SEEDS]
     put = rows.at("stats.coverage", stratum="selection")
     for name, value in zip(("discovery_prompts", "reserved_prompts", "configurations"), size):
         put(name, value, "count", "runs.parquet")
     put("seeds", len(SELECTION_SEEDS), "seeds", "src/specproof/publish/numbers.py")
     put("simulations", _default("simulated_selection_coverage", "simulations"), "studies per seed",
         "src/specproof/analysis/statistics.py")
-    put("actual_pct_min", min(pct), "%", "runs.parquet")
-    put("actual_pct_max", max(pct), "%", "runs.parquet")
+    put("studies", len(SELECTION_SEEDS) * _default("simulated_selection_coverage", "simulations"), "studies",
+        "src/specproof/analysis/statistics.py")
+    _selection_coverage(size, a.interval_method, put)
+    if a.interval_method != "t":
+        _selection_coverage(size, "t", rows.at("stats.coverage", stratum="selection_t"))
+
+
+def _selection_coverage(size: tuple[int, int, int], method: str, put) -> None:
+    """``actual_pct`` pooled over SELECTION_SEEDS, ``mc_low_pct``/``mc_high_pct`` its
+    Clopper-Pearson 95% interval (scipy.stats.binomtest), ``actual_pct_min``/``_max`` over
+    the seeds, for ``method``'s interval."""
+    from scipy import stats as st
+
+    from ..analysis.statistics import simulated_selection_coverage
+    n = int(_default("simulated_selection_coverage", "simulations"))
+    hits = [round(n * simulated_selection_coverage(*size, seed=seed, method=method)) for seed in SELECTION_SEEDS]
+    ci = st.binomtest(sum(hits), n * len(hits)).proportion_ci(0.95, method="exact")
+    put("method", method, "text", "src/specproof/analysis/statistics.py")
+    put("actual_pct", 100 * sum(hits) / (n * len(hits)), "%", "runs.parquet")
+    put("mc_low_pct", 100 * ci.low, "%", "runs.parquet")
+    put("mc_high_pct", 100 * ci.high, "%", "runs.parquet")
+    put("actual_pct_min", 100 * min(hits) / n, "%", "runs.parquet")
+    put("actual_pct_max", 100 * max(hits) / n, "%", "runs.parquet")
 
 
 def machine_speed_numbers(a: StudyAnalysis, rows: Rows) -> None:

@@ -59,7 +59,8 @@ def shared_speedups(head: StudyAnalysis, rep: StudyAnalysis, pair: str) -> dict[
     (same estimator and interval as ``speedup_stats``), by configuration label."""
     shared = sorted(set(head.runs["prompt_id"]) & set(rep.runs["prompt_id"]))
     seed = int(head.provenance["study"]["config"]["settings"]["seed"])
-    return {s["config"]: s for s in speedup_stats(head.costs[head.costs["pair"] == pair], seed, prompts=shared)
+    return {s["config"]: s for s in speedup_stats(head.costs[head.costs["pair"] == pair], seed, prompts=shared,
+                                                    method=head.interval_method)
             if s["workload"] == "all" and s["temperature"] == 0}
 
 

@@ -151,6 +151,13 @@ class Study:
         (prompt files the reserved split must avoid, none)."""
         return self.section("prediction", discovery_fraction=0.5, reserved_disjoint_from=[])
 
+    @property
+    def interval(self) -> str:
+        """The speedups' interval (``statistics.interval``): 't', the Student-t interval over
+        prompts (default), or 'bca', the two-stage BCa bootstrap of sets recorded before it
+        (``analysis.statistics``)."""
+        return self.section("statistics", interval="t")["interval"]
+
     def sha256(self) -> str:
         return sha256_file(self.path)
 
