@@ -10,45 +10,24 @@ Clopper-Pearson interval; at the set's own size and at 2x and 4x as many tokens 
 position drawn 2 or 4 times independently). Not timed: any machine state will do.
 
     python benchmarks/certificate_power.py [--set manifests/paper-qwen/epyc-avx512]
-        [--config config/studies/paper-qwen.yaml] [--reps 400]
+        [--config config/studies/paper-qwen.yaml] [--reps 400] [--table certificate_power]
 """
 from __future__ import annotations
 
 import argparse
-import dataclasses
-import json
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
-from common import write_table
-from specproof.errors import SpecproofError
+from common import checked_study, sampled_runs, write_table
 from specproof.evidence.replay import VIOLATIONS, replay_runs, study_power
 from specproof.models.loader import ModelPool
-from specproof.records import read_json, read_jsonl, read_parquet, seed_from
-from specproof.study.config import load_study
+from specproof.records import read_jsonl, read_parquet, seed_from
 
 ROOT = Path(__file__).resolve().parents[1]
 MULTIPLES = (1, 2, 4)
 POWER_GOAL = 0.8
-
-
-def sampled_runs(set_dir: Path) -> pd.DataFrame:
-    runs = read_parquet(set_dir / "runs.parquet")
-    return runs[(runs["temperature"] > 0) & (runs["path"] == "speculative")]
-
-
-def checked_study(config: Path, set_dir: Path, model_dir: Path):
-    """The study config the set was run from: its settings and models must be the ones the
-    set's provenance records (comments may have been added since), else the models
-    replayed might not be the set's."""
-    study = dataclasses.replace(load_study(config), model_dir=model_dir)
-    recorded = read_json(set_dir / "provenance.json")["study"]["config"]
-    if json.loads(json.dumps(study.data)) != recorded:
-        raise SpecproofError(f"{config}: not the study config {set_dir}/provenance.json records "
-                             "(field study.config)")
-    return study
 
 
 def pair_rows(pair: str, draws: np.ndarray, tvs: np.ndarray, drafted: int, alpha: float) -> pd.DataFrame:
@@ -81,6 +60,7 @@ def main() -> None:
     ap.add_argument("--config", type=Path, default=ROOT / "config/studies/paper-qwen.yaml")
     ap.add_argument("--model-dir", type=Path, default=ROOT / "resources/models")
     ap.add_argument("--reps", type=int, default=400, help="simulated studies at the set's size")
+    ap.add_argument("--table", default="certificate_power", help="the table's name under benchmarks/results/")
     a = ap.parse_args()
     study = checked_study(a.config, a.set, a.model_dir)
     runs, rounds = sampled_runs(a.set), read_parquet(a.set / "rounds.parquet")
@@ -96,7 +76,7 @@ def main() -> None:
     table = pd.concat(parts, ignore_index=True)
     rows = [[r.pair, r.violation, r.multiple, r.tokens, r.studies, r.rejections, r.rate,
              f"[{r.ci_low:.3f}, {r.ci_high:.3f}]", r.tv_per_token] for r in table.itertuples()]
-    write_table("certificate_power", f"Certificate power on the real pairs by replay ({a.set.name} of "
+    write_table(a.table, f"Certificate power on the real pairs by replay ({a.set.name} of "
                 f"{a.set.parent.name})",
                 ["pair", "violation", "tokens x", "tokens", "studies", "rejected", "power", "95% CI",
                  "TV per token"], rows,

@@ -2,15 +2,22 @@
 machine's provenance and the exact command."""
 from __future__ import annotations
 
+import dataclasses
 import functools
+import json
 import shlex
 import sys
 import time
 from pathlib import Path
 
+import pandas as pd
+
+from specproof.errors import SpecproofError
+from specproof.evidence.provenance import capture
 from specproof.publish import benchtables
 from specproof.publish.benchvalues import spread
-from specproof.evidence.provenance import capture
+from specproof.records import read_json, read_parquet
+from specproof.study.config import Study, load_study
 
 RESULTS = Path(__file__).parent / "results"
 CODE_PROMPTS = [
@@ -21,6 +28,24 @@ CHAT_PROMPTS = [
     "Give three tips for writing clear technical documentation.",
     "Explain what a hash table is to a new programmer.",
 ]
+
+
+def sampled_runs(set_dir: Path) -> pd.DataFrame:
+    """The sampled (T > 0) speculative runs of a record set."""
+    runs = read_parquet(set_dir / "runs.parquet")
+    return runs[(runs["temperature"] > 0) & (runs["path"] == "speculative")]
+
+
+def checked_study(config: Path, set_dir: Path, model_dir: Path) -> Study:
+    """The study config the set was run from: its settings and models must be the ones the
+    set's provenance records (comments may have been added since), else the models
+    run might not be the set's."""
+    study = dataclasses.replace(load_study(config), model_dir=model_dir)
+    recorded = read_json(set_dir / "provenance.json")["study"]["config"]
+    if json.loads(json.dumps(study.data)) != recorded:
+        raise SpecproofError(f"{config}: not the study config {set_dir}/provenance.json records "
+                             "(field study.config)")
+    return study
 
 
 def chosen_setups(ap, value: str, known) -> list[str]:

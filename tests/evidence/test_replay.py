@@ -1,16 +1,20 @@
 """Certificate power by replay: each planted violation's law is the one the planted
 sampler's own code produces (measured by calibration.step_distribution), the replayed
-PIT values are uniform with nothing planted, and the whole rule rejects a violation that
-moves the output and keeps its level when none is planted."""
+PIT values are uniform with nothing planted, the whole rule rejects a violation that
+moves the output and keeps its level when none is planted, and the real loop with a
+violation planted emits the law the replay assigns it (and a loop that does not fails the
+check)."""
 import numpy as np
 import pytest
 from scipy import stats
 
 from specproof.decode.sampling import Sampler, softmax
-from specproof.evidence.calibration import TEMPERATURE_VIOLATION, SkipResidualSampler, step_distribution
-from specproof.evidence.pit import rank_below, ratio_key
-from specproof.evidence.replay import (VIOLATIONS, Position, emitted_law, mass_before, position_draws,
-                                       run_positions, study_power)
+from specproof.evidence.calibration import (TEMPERATURE_VIOLATION, SkipResidualSampler, mock_pair,
+                                            step_distribution)
+from specproof.evidence.pit import rank_below, ratio_key, teacher_forced
+from specproof.evidence.replay import (LOOP_VIOLATIONS, VIOLATIONS, Position, emitted_law, loop_agreement,
+                                       mass_before, planted_run, planted_sampler, position_draws,
+                                       position_evidence, run_positions, study_power)
 from tests.conftest import random_dist
 
 V = 7
@@ -99,3 +103,40 @@ def test_the_rule_rejects_a_planted_violation_and_keeps_its_level():
     assert (power["studies"] == 40).all() and (power["tokens"] == 600).all()
     doubled = study_power(draws, alpha=0.05, multiple=2)
     assert (doubled["studies"] == 20).all() and (doubled["tokens"] == 1200).all()
+
+
+def _mock_evidence(planted: str, law: str, seed: int = 9) -> np.ndarray:
+    """Evidence of 24 runs of the real loop on the mock pair with ``planted`` planted,
+    read against the replay's law of ``law``."""
+    target, draft = mock_pair(4)
+    rng = np.random.default_rng(seed)
+    out = []
+    for i in range(24):
+        prompt = rng.integers(0, target.vocab_size, size=6).tolist()
+        ids, roles = planted_run(target, draft, prompt, planted, 4, 64, 1.0, seed * 100 + i)
+        positions = run_positions(teacher_forced(target, prompt, ids, 1.0, draft), roles)
+        out += [position_evidence(pos, x, rng.random(), law) for pos, x in zip(positions, ids)]
+    return np.array(out)
+
+
+@pytest.mark.parametrize("violation", LOOP_VIOLATIONS)
+def test_the_planted_loop_emits_the_replays_law(violation):
+    r = loop_agreement(_mock_evidence(violation, violation), violation, 0.05)
+    assert r["agrees"], r
+    assert r["positions"] == 24 * 64 and 0 < r["drafted"] < r["positions"]
+    if violation == "skip_residual":
+        assert r["distinguished"] and r["z_target"] > 2, r  # the runs tell it from the target's law
+
+
+def test_the_check_fails_when_the_loop_does_not_emit_the_law():
+    r = loop_agreement(_mock_evidence("null", "skip_residual"), "skip_residual", 0.05)
+    assert not r["agrees"] and r["z_law"] < -2, r
+
+
+def test_planted_samplers_are_the_ones_the_laws_describe(dists):
+    logits, p, q = dists
+    for violation in LOOP_VIOLATIONS:
+        measured = step_distribution(planted_sampler(violation, 1.0), logits, q)
+        np.testing.assert_allclose(emitted_law(violation, p, q, None), measured, atol=1e-9)
+    with pytest.raises(ValueError, match="no planted loop"):
+        planted_sampler("off_by_one", 1.0)

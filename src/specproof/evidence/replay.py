@@ -22,6 +22,12 @@ certificate's whole rule (``pit.rule_decision``); the power is the share of simu
 studies it rejects. ``skip_residual``'s law is checked against the planted sampler's own
 code (``calibration.SkipResidualSampler`` through ``calibration.step_distribution``) in
 the tests.
+
+The replay's premise is checked on the real loop too (``loop_agreement``): a few runs of
+the real speculative loop with a violation planted in its sampler (``planted_run``), their
+emitted tokens re-scored as above, must follow the law the replay assigns them, and not
+the target's own p_t. ``off_by_one`` has no planted loop (it is a verify-index bug, not a
+sampler), so only its replay law is checked.
 """
 from __future__ import annotations
 
@@ -35,9 +41,12 @@ from scipy import stats
 from tqdm import tqdm
 
 from ..decode.backend import Backend
-from ..decode.sampling import one_hot
+from ..decode.decoding import DecodeSettings, decode_speculative
+from ..decode.drafters import ModelDrafter
+from ..decode.policies import FixedPolicy
+from ..decode.sampling import Sampler, one_hot
 from ..study.workloads import prompt_ids
-from .calibration import TEMPERATURE_VIOLATION
+from .calibration import TEMPERATURE_VIOLATION, SkipResidualSampler
 from .pit import order_pvalues, position_roles, ratio_key, rule_decision, teacher_forced
 
 VIOLATIONS = ("null", "skip_residual", f"temperature_{TEMPERATURE_VIOLATION}", "off_by_one")
@@ -83,20 +92,26 @@ class Position:
     key: np.ndarray
 
 
+def pit_orders(pos: Position, x: np.ndarray, v: np.ndarray) -> np.ndarray:
+    """The PIT values under p_t of tokens ``x`` with uniforms ``v``, shape (len(x), 3):
+    (u id, u rank, u ratio) = (mass before x in that order) + v p_t(x), as the PIT stage
+    forms them (the ratio order is the rank order at a bonus position)."""
+    p = pos.p
+    below_rank = mass_before(p, p)
+    below_ratio = below_rank if pos.q is None else mass_before(p, pos.key)
+    vp = v * p[x]
+    return np.stack([(np.cumsum(p) - p)[x] + vp, below_rank[x] + vp, below_ratio[x] + vp], axis=1)
+
+
 def position_draws(pos: Position, reps: int, rng: np.random.Generator) -> np.ndarray:
     """PIT values of ``reps`` independent tokens per violation at one position:
     shape (len(VIOLATIONS), reps, 3), the last axis (u id, u rank, u ratio), one V per
     draw shared by the three orders."""
-    p = pos.p
-    below_id = np.cumsum(p) - p
-    below_rank = mass_before(p, p)
-    below_ratio = below_rank if pos.q is None else mass_before(p, pos.key)
     out = np.empty((len(VIOLATIONS), reps, 3))
     for i, violation in enumerate(VIOLATIONS):
-        cdf = np.cumsum(emitted_law(violation, p, pos.q, pos.p_prev))
-        x = np.minimum(np.searchsorted(cdf, rng.random(reps) * cdf[-1], side="right"), p.size - 1)
-        vp = rng.random(reps) * p[x]
-        out[i] = np.stack([below_id[x] + vp, below_rank[x] + vp, below_ratio[x] + vp], axis=1)
+        cdf = np.cumsum(emitted_law(violation, pos.p, pos.q, pos.p_prev))
+        x = np.minimum(np.searchsorted(cdf, rng.random(reps) * cdf[-1], side="right"), pos.p.size - 1)
+        out[i] = pit_orders(pos, x, rng.random(reps))
     return out
 
 
@@ -162,3 +177,105 @@ def study_power(draws: np.ndarray, alpha: float, multiple: int = 1) -> pd.DataFr
                      "studies": studies, "rejections": rejected, "rate": rejected / studies,
                      "ci_low": ci.low, "ci_high": ci.high})
     return pd.DataFrame(rows)
+
+
+LOOP_VIOLATIONS = ("null", "skip_residual", f"temperature_{TEMPERATURE_VIOLATION}")
+
+
+def planted_sampler(violation: str, temperature: float) -> Sampler:
+    """The real loop's sampler with ``violation`` planted (one of LOOP_VIOLATIONS): the
+    real rule, the skipped residual resample, or the real rule at c T."""
+    if violation == "null":
+        return Sampler(temperature)
+    if violation == "skip_residual":
+        return SkipResidualSampler(temperature)
+    if violation == f"temperature_{TEMPERATURE_VIOLATION}":
+        return Sampler(temperature * TEMPERATURE_VIOLATION)
+    raise ValueError(f"no planted loop for violation {violation!r} (known: {', '.join(LOOP_VIOLATIONS)})")
+
+
+def planted_run(target: Backend, draft: Backend, prompt: list[int], violation: str, k: int,
+                new_tokens: int, temperature: float, seed: int) -> tuple[list[int], list[int | None]]:
+    """One run of the real speculative loop (fixed K, batched verification, the draft
+    sampling at the loop's temperature) with ``violation`` planted in its sampler: its
+    emitted ids and their roles (``pit.position_roles``)."""
+    sampler = planted_sampler(violation, temperature)
+    settings = DecodeSettings(new_tokens, sampler.temperature, seed)
+    run = decode_speculative(target, ModelDrafter(draft, sampler.temperature, seed), prompt, settings,
+                             FixedPolicy(k), sampler=sampler)
+    rounds = pd.DataFrame([{"round": r.round, "drafted": r.drafted, "committed": r.committed}
+                           for r in run.rounds])
+    return run.new_ids, position_roles(rounds, len(run.new_ids))
+
+
+def log_ratio_moments(law: np.ndarray, p: np.ndarray) -> tuple[float, float, float, float]:
+    """l(y) = log law(y) / p(y): (mean, variance) of l(x) when x ~ law, i.e. KL(law || p),
+    and when x ~ p, i.e. -KL(p || law); nats."""
+    l = np.log(np.clip(law, 1e-300, None)) - np.log(np.clip(p, 1e-300, None))
+    m_law, m_p = float(law @ l), float(p @ l)
+    return m_law, float(law @ (l - m_law) ** 2), m_p, float(p @ (l - m_p) ** 2)
+
+
+EVIDENCE = ("u_law", "u_id", "u_rank", "u_ratio", "log_ratio", "mean_if_law", "var_if_law",
+            "mean_if_target", "var_if_target", "drafted")
+
+
+def position_evidence(pos: Position, x: int, v: float, violation: str) -> np.ndarray:
+    """One emitted token x at one position, with its uniform v: the EVIDENCE columns,
+    u_law = L(x - 1 and below) + v L(x) under the replay's law L of ``violation``, the
+    PIT values under p_t (``pit_orders``), l = log L(x) / p_t(x), its moments if x ~ L
+    and if x ~ p_t (``log_ratio_moments``), and whether the position was drafted."""
+    law = emitted_law(violation, pos.p, pos.q, pos.p_prev)
+    u = pit_orders(pos, np.array([x]), np.array([v]))[0]
+    l = np.log(max(law[x], 1e-300)) - np.log(max(pos.p[x], 1e-300))
+    return np.array([law[:x].sum() + v * law[x], *u, l, *log_ratio_moments(law, pos.p), pos.q is not None])
+
+
+def loop_agreement(evidence: np.ndarray, violation: str, alpha: float) -> dict:
+    """Do the tokens x_t the real loop emitted with ``violation`` planted follow the
+    replay's law L_t at their re-scored positions? ``evidence``: a ``position_evidence``
+    row per token. Three views: ks_law_pvalue, KS of the u_law against U(0, 1);
+    S = sum_t l_t against its mean and sd if every x_t ~ L_t (z_law) and if every
+    x_t ~ p_t, nothing planted (z_target) (martingale CLT); and the certificate's whole
+    rule on the PIT values under p_t (rule_rejected). ``agrees``: |z_law| <=
+    z_(1 - alpha/2) (``null``, where L_t = p_t and S = 0: the KS p-value >= alpha);
+    ``distinguished``: |z_target| > z_(1 - alpha/2), the runs were enough to tell the
+    planted law from the target's."""
+    e = dict(zip(EVIDENCE, np.asarray(evidence, dtype=np.float64).T))
+    s, m = float(e["log_ratio"].sum()), {k: float(e[k].sum()) for k in EVIDENCE[5:9]}
+    z = [(s - m[f"mean_if_{w}"]) / np.sqrt(m[f"var_if_{w}"]) if m[f"var_if_{w}"] > 0 else None
+         for w in ("law", "target")]
+    rule = rule_decision(order_pvalues(e["u_id"], e["u_rank"], e["u_ratio"]), alpha)
+    ks = float(stats.kstest(e["u_law"], "uniform").pvalue)
+    return {"violation": violation, "positions": len(e["u_law"]), "drafted": int(e["drafted"].sum()),
+            "ks_law_pvalue": ks, "log_ratio_sum": s, "mean_if_law": m["mean_if_law"],
+            "mean_if_target": m["mean_if_target"], "z_law": z[0], "z_target": z[1],
+            "rule_min_pvalue": rule["min_pvalue"], "rule_rejected": rule["rejected"],
+            **agreement_verdicts(z[0], z[1], ks, alpha)}
+
+
+def agreement_verdicts(z_law: float | None, z_target: float | None, ks_law_pvalue: float,
+                       alpha: float) -> dict:
+    """``agrees`` and ``distinguished`` of ``loop_agreement`` at two-sided level alpha."""
+    crit = float(stats.norm.ppf(1 - alpha / 2))
+    return {"agrees": bool(ks_law_pvalue >= alpha if z_law is None else abs(z_law) <= crit),
+            "distinguished": None if z_target is None else bool(abs(z_target) > crit)}
+
+
+def planted_evidence(target: Backend, draft: Backend, prompt: list[int], violation: str, k: int,
+                     new_tokens: int, temperature: float, seed: int, rng: np.random.Generator) -> np.ndarray:
+    """``position_evidence`` of every token of one planted run (``planted_run``), its
+    tokens re-scored along their own sequence (``teacher_forced``) at ``temperature``; one
+    position at a time, so no run's distributions are held at once."""
+    ids, roles = planted_run(target, draft, prompt, violation, k, new_tokens, temperature, seed)
+    positions = run_positions(teacher_forced(target, prompt, ids, temperature, draft), roles)
+    return np.array([position_evidence(pos, x, rng.random(), violation) for pos, x in zip(positions, ids)])
+
+
+def planted_loop_agreement(target: Backend, draft: Backend, prompts: list[list[int]], violation: str,
+                           k: int, new_tokens: int, temperature: float, alpha: float, seed: int) -> dict:
+    """``loop_agreement`` over one planted run per prompt (seeds seed + i)."""
+    rng = np.random.default_rng(seed)
+    evidence = [planted_evidence(target, draft, prompt, violation, k, new_tokens, temperature, seed + i, rng)
+                for i, prompt in enumerate(tqdm(prompts, desc=f"planted {violation}", unit="run"))]
+    return {**loop_agreement(np.concatenate(evidence), violation, alpha), "runs": len(prompts)}
