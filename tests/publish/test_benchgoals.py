@@ -6,7 +6,7 @@ import yaml
 
 from specproof.errors import SpecproofError
 from specproof.publish.benchgoals import cited_goal_rows, goal_rows
-from specproof.publish.benchtables import bench_numbers, write_table
+from specproof.publish.benchtables import bench_numbers, read_tables, write_table
 from specproof.publish.benchvalues import target_only_cells, target_only_values
 from specproof.publish.manifests import _audit_bench
 
@@ -48,7 +48,7 @@ def test_the_audit_refuses_an_edited_verdict(tmp_path):
                 PROV, ("target_only", samples))
     cited = tmp_path / "cited.yaml"
     cited.write_text(yaml.safe_dump({"benchmark_goals": {"target_only_ratio": 0.98}}))
-    numbers = bench_numbers(results)
+    numbers = bench_numbers(read_tables(results))
     numbers |= cited_goal_rows(numbers, cited)
     assert numbers["bench_goal.target_only.met"]["value"] is False
     _audit_bench(results, numbers, tmp_path / "numbers.json", cited)

@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from specproof.publish.benchtables import bench_numbers, machine_of, read_table, write_table
+from specproof.publish.benchtables import bench_numbers, machine_of, read_table, read_tables, write_table
 from specproof.errors import SpecproofError
 from specproof.publish.numbers import compare
 
@@ -24,7 +24,7 @@ def test_table_values_become_hashed_paper_numbers(tmp_path):
             if line.startswith("|")]
     assert rows[0] == ["target", "ratio"] and ["hf", "1.02"] in rows
     assert "python demo.py" in md.read_text()
-    numbers = bench_numbers(tmp_path)
+    numbers = bench_numbers(read_tables(tmp_path))
     # the table's values, and the machine its provenance names
     assert set(numbers) == {"bench.demo.hf.ratio", "bench.demo.ids_identical", "bench.demo.machine"}
     assert numbers["bench.demo.machine"]["value"] == machine_of(
@@ -32,7 +32,7 @@ def test_table_values_become_hashed_paper_numbers(tmp_path):
     entry = numbers["bench.demo.hf.ratio"]
     assert entry["value"] == 1.02 and entry["unit"] == "x" and entry["source"].endswith("demo.json")
     assert len(entry["sha256"]) == 64
-    assert bench_numbers(tmp_path / "absent") == {}
+    assert bench_numbers(read_tables(tmp_path / "absent")) == {}
 
 
 def test_the_machine_label_tells_apart_cpus_that_share_a_model_name():
@@ -58,14 +58,14 @@ def test_an_edited_table_is_refused_naming_the_file_and_field(tmp_path):
 
 def test_compare_catches_a_rerun_table_behind_unchanged_numbers(tmp_path):
     _write(tmp_path)
-    before = bench_numbers(tmp_path)
+    before = bench_numbers(read_tables(tmp_path))
     _write(tmp_path, ratio=0.97)
-    assert "bench.demo.hf.ratio: numbers.json has 1.02" in compare(before, bench_numbers(tmp_path))
+    assert "bench.demo.hf.ratio: numbers.json has 1.02" in compare(before, bench_numbers(read_tables(tmp_path)))
     _write(tmp_path)
     data = json.loads((tmp_path / "demo.json").read_text())
     data["notes"] = ["a different note"]  # same values, different record
     (tmp_path / "demo.json").write_text(json.dumps(data))
-    assert "sha256" in compare(before, bench_numbers(tmp_path))
+    assert "sha256" in compare(before, bench_numbers(read_tables(tmp_path)))
 
 
 def test_a_copy_of_a_table_under_another_name_cannot_shadow_it(tmp_path):
@@ -73,4 +73,4 @@ def test_a_copy_of_a_table_under_another_name_cannot_shadow_it(tmp_path):
     for ext in ("json", "md"):  # a second file claiming to be table 'demo'
         (tmp_path / f"zz_demo.{ext}").write_text((tmp_path / f"demo.{ext}").read_text())
     with pytest.raises(SpecproofError, match="zz_demo.json: field benchmark is 'demo'"):
-        bench_numbers(tmp_path)
+        bench_numbers(read_tables(tmp_path))

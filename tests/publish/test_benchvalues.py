@@ -5,7 +5,7 @@ import json
 import pytest
 
 from specproof.errors import SpecproofError
-from specproof.publish.benchtables import write_table
+from specproof.publish.benchtables import read_tables, write_table
 from specproof.publish.benchvalues import (check_bench_values, check_values, llama_speculative_values,
                                            pair_summaries, speculative_cells, speculative_summary, spread,
                                            target_only_cells, target_only_values)
@@ -105,7 +105,7 @@ def test_an_edited_value_or_sample_is_named_by_file_and_field(tmp_path, edit, fi
         check_values(data, path)
     path.write_text(json.dumps(data))
     with pytest.raises(SpecproofError, match=r"llama_speculative_qwen\.json"):
-        check_bench_values(tmp_path)
+        check_bench_values(read_tables(tmp_path))
 
 
 def test_the_writer_refuses_rows_its_samples_do_not_give(tmp_path):
@@ -130,7 +130,7 @@ def test_target_only_rows_carry_the_producers_ratio_and_quartiles():
 def test_the_report_line_names_tables_without_samples(tmp_path):
     _table(tmp_path)
     write_table(tmp_path, "old", "Old", ["x"], [[1]], [], {"x": (1, "x")}, "python old.py", PROV)
-    line = check_bench_values(tmp_path)
+    line = check_bench_values(read_tables(tmp_path))
     assert "of 1 tables recomputed from their samples (llama_speculative_qwen)" in line
     assert line.endswith("checked against their rows only: old")
 

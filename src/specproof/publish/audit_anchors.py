@@ -190,22 +190,18 @@ def check_run_timings(dest: Path) -> None:
                              f"its rounds' round_ns in rounds.parquet sum to {int(have[i])}")
 
 
-def check_bench_tables(benchmarks: Path) -> int:
-    """Every <name>.md in ``benchmarks`` has its <name>.json and is the table rendered from
-    the JSON's title, command, provenance, header, rows and notes (a JSON null cell is a
-    NaN the strict writer wrote as null). Returns how many tables were checked."""
+def check_bench_tables(benchmarks: Path, tables: dict[Path, dict]) -> int:
+    """Every <name>.md in ``benchmarks`` has its <name>.json, and is the table rendered
+    from the fields title, command, provenance, header, rows and notes of that JSON
+    (``tables``, benchtables.read_tables; a JSON null cell is a NaN the strict writer
+    wrote as null). Returns how many tables were checked."""
     from ..evidence.provenance import summary_line
     from .benchtables import render_markdown
     benchmarks = Path(benchmarks)
-    if not benchmarks.is_dir():
-        return 0
-    for md in sorted(benchmarks.glob("*.md")):
+    for md in sorted(benchmarks.glob("*.md")) if benchmarks.is_dir() else []:
         if not md.with_suffix(".json").is_file():
             raise SpecproofError(f"{md}: a benchmark table with no {md.with_suffix('.json').name} beside it")
-    for path in sorted(benchmarks.glob("*.json")):
-        r, md = read_json(path), path.with_suffix(".md")
-        if not md.is_file():
-            continue  # read_table names it
+    for path, r in tables.items():
         try:
             render = lambda rows: render_markdown(r["title"], r["command"], summary_line(r["provenance"]),
                                                   r["header"], rows, r["notes"])
@@ -213,10 +209,10 @@ def check_bench_tables(benchmarks: Path) -> int:
             candidates = {render(nan_rows), render(r["rows"])}
         except (KeyError, TypeError) as exc:
             raise SpecproofError(f"{path}: field {exc} is missing; the table cannot be rendered") from None
-        if md.read_text() not in candidates:
-            raise SpecproofError(f"{md}: differs from the table rendered from {path.name}'s fields header, rows "
-                                 "and notes (the table was edited apart from its data)")
-    return len(list(benchmarks.glob("*.json")))
+        if path.with_suffix(".md").read_text() not in candidates:
+            raise SpecproofError(f"{path.with_suffix('.md')}: differs from the table rendered from {path.name}'s "
+                                 "fields header, rows and notes (the table was edited apart from its data)")
+    return len(tables)
 
 
 def committed_manifest_line(dest: Path, set_id: str) -> str:
@@ -268,21 +264,24 @@ def committed_bench_line(benchmarks: Path) -> str:
     return f"benchmarks: the {len(names)} tables' JSON are the committed ones"
 
 
+UNREAD_SETS = ("retired", "pending")  # config.yaml fields of frozen sets the paper does not read, with why
+
+
 def check_every_set_listed(manifests: Path, cfg: dict, config: Path) -> None:
     """The paper's config must be the committed one where it is tracked, and must name
-    every frozen record set under ``manifests``, in ``studies`` or in ``retired`` (with
-    why): a set dropped from the paper is said so, not silently left out."""
+    every frozen record set under ``manifests``, in ``studies``, ``retired`` or
+    ``pending`` (with why): a set left out of the paper is said so, not silently."""
     from .manifests import frozen_sets
     committed = committed_sha256(config.parent, config.name)
     if committed is not None and committed != sha256_file(config):
         raise SpecproofError(f"{config}: differs from the committed one (git show HEAD:{config}): it decides "
                              "which record sets the paper reads")
-    named = set(cfg["studies"]) | {r["set"] for r in cfg.get("retired", [])}
+    named = set(cfg["studies"]) | {e["set"] for field in UNREAD_SETS for e in cfg.get(field) or []}
     studies = sorted(d.name for d in Path(manifests).iterdir() if d.is_dir()) if Path(manifests).is_dir() else []
     for set_id in (s for study in studies for s in frozen_sets(manifests, study)):
         if set_id not in named:
-            raise SpecproofError(f"{config}: field studies: frozen record set {set_id} is neither listed nor "
-                                 "retired (add it to studies, or to retired with why)")
+            raise SpecproofError(f"{config}: field studies: frozen record set {set_id} is neither listed, "
+                                 "retired nor pending (add it to studies, or to retired or pending with why)")
 
 
 def paper_numbers(studies: list[str], manifests: Path, config: Path | None) -> tuple[dict, str | None]:

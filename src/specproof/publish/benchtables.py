@@ -4,7 +4,7 @@ the paper.
 The JSON holds the table's header and rows, its notes, the headline ``values`` the paper
 cites ({key: {value, unit}}), the machine's provenance, the exact command, and
 ``table_sha256``, the sha256 of the .md written with it; where the benchmark stores them,
-``kind`` and the raw ``samples`` its values are recomputed from (publish/benchvalues.py). ``bench_numbers`` turns every
+``kind`` and the raw ``samples`` its values are recomputed from (publish/benchvalues.py). ``read_tables`` reads every table once and ``bench_numbers`` turns every
 table into numbers.json entries ``bench.<name>.<key>`` whose ``sha256`` is that of the
 JSON file, so the audit can tell an edited table from a rerun one.
 """
@@ -99,14 +99,34 @@ def machine_of(cpu: dict) -> str | None:
     return f"{model} ({', '.join(tags)})" if tags else model
 
 
-def bench_numbers(results: Path) -> dict:
-    """numbers.json rows for every benchmark table in ``results`` (none if it is absent):
-    group 'bench', the table, the value's name as the benchmark wrote it as the metric."""
+def read_tables(results: Path) -> dict[Path, dict]:
+    """Every benchmark table in ``results`` ({} if it is absent), each JSON read once and
+    checked against its .md (read_table) and its own name: what bench_numbers, the
+    rendering check and the recomputation of values all read."""
+    tables: dict[Path, dict] = {}
+    for path in sorted(Path(results).glob("*.json")) if Path(results).is_dir() else []:
+        record = read_table(path)
+        if record["benchmark"] != path.stem:  # one table per name: a copy cannot shadow another
+            raise SpecproofError(f"{path}: field benchmark is {record['benchmark']!r}, not the file's "
+                                 f"name {path.stem!r}")
+        tables[path] = record
+    return tables
+
+
+def bench_numbers(tables: dict[Path, dict]) -> dict:
+    """numbers.json rows for every table of ``tables`` (read_tables): group 'bench', the
+    table, the value's name as the benchmark wrote it as the metric."""
     from .numbers import Rows
     out: dict[str, dict] = {}
-    results = Path(results)
-    if not results.is_dir():
-        return out
+    for path, record in tables.items():
+        cpu = machine_of((record.get("provenance") or {}).get("cpu", {}))
+        values = {**record["values"], **({"machine": {"value": cpu, "unit": "text"}} if cpu else {})}
+        rows = Rows(sha256=sha256_file(path))
+        put = rows.at("bench", table=record["benchmark"])
+        for name, entry in values.items():  # the name as the benchmark wrote it, never split
+            put(name, entry["value"], entry["unit"], str(path))
+        out.update(rows.out)
+    return out
     for path in sorted(results.glob("*.json")):
         record = read_table(path)
         if record["benchmark"] != path.stem:  # one table per name: a copy cannot shadow another

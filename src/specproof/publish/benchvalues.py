@@ -214,13 +214,13 @@ def _check_rows(record: dict, path) -> int:
     return sum(map(len, expected))
 
 
-def check_bench_values(benchmarks) -> str:
-    """Every table in ``benchmarks`` through check_values; a report line naming the
-    tables whose values were recomputed and those stored without samples."""
-    from ..records import read_json
+def check_bench_values(tables: dict) -> str:
+    """Every table of ``tables`` (benchtables.read_tables: path -> record) through
+    check_values; a report line naming the tables whose values were recomputed and those
+    stored without samples."""
     checked, without = {}, []
-    for path in sorted(Path(benchmarks).glob("*.json")) if Path(benchmarks).is_dir() else []:
-        n = check_values(read_json(path), path)
+    for path, record in tables.items():
+        n = check_values(record, path)
         if n:
             checked[path.stem] = n
         else:

@@ -275,14 +275,16 @@ def _audit_set(set_id: str, manifests: Path, numbers: dict, numbers_path: Path):
 
 def _audit_bench(benchmarks: Path, numbers: dict, numbers_path: Path, cited: Path | None) -> tuple[dict, str]:
     """(bench.* rows recomputed from the tables' JSON and bench_goal.* rows from them and
-    ``cited``'s goals, report line); each .md is the table rendered from its JSON."""
+    ``cited``'s goals, report line); each .md is the table rendered from its JSON. Each
+    JSON is read once (read_tables) for all three checks."""
     from .audit_anchors import check_bench_tables, committed_bench_line
-    from .benchtables import bench_numbers
+    from .benchtables import bench_numbers, read_tables
     from .benchgoals import cited_goal_rows
     from .benchvalues import check_bench_values
-    rows = bench_numbers(benchmarks)
-    check_bench_tables(benchmarks)
-    recomputed = check_bench_values(benchmarks)
+    tables = read_tables(benchmarks)
+    rows = bench_numbers(tables)
+    check_bench_tables(benchmarks, tables)
+    recomputed = check_bench_values(tables)
     committed = committed_bench_line(benchmarks)
     _check(numbers, rows, "bench.", numbers_path, check_source=False)  # paths as given
     goals = cited_goal_rows(rows, cited)

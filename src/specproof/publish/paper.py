@@ -32,10 +32,10 @@ def build_numbers(config: dict, manifests: Path, results: Path, out: Path,
     from ..analysis.analyze import analyze
     from .benchgoals import cited_goal_rows
     from .cited import cited_rows, read_cited
-    from .benchtables import bench_numbers
+    from .benchtables import bench_numbers, read_tables
     from .numbers import Rows, machine_numbers, study_numbers
     from .replicate import config_replicate_numbers
-    numbers: dict = bench_numbers(benchmarks) if benchmarks is not None else {}
+    numbers: dict = bench_numbers(read_tables(benchmarks)) if benchmarks is not None else {}
     numbers.update(cited_goal_rows(numbers, cited))
     if cited is not None:
         numbers.update(cited_rows(read_cited(cited), str(cited)))
