@@ -208,9 +208,38 @@ def test_adaptive_reaches_past_a_fully_accepted_k_after_one_early_rejection():
     assert a.next_k() == 16
     a.observe(_round(16, 14, 160, 92, 17))  # draft 10 ms per token, verify 60 + 2B ms
     seen = []
-    for _ in range(6):
+    for _ in range(12):
         k = a.next_k()
         seen.append(k)
         a.observe(_round(k, k, 10 * k, 60 + 2 * (k + 1), k + 1))
-    assert 16 in seen[:4]                   # without the step up: never above 14
-    assert sum(k < 14 for k in seen) <= 1
+    assert seen[0] == 1                     # the v(2) probe: the opening round timed one size
+    assert 16 in seen[:10], seen            # without the step up: never above 14
+    assert min(seen[seen.index(16):]) >= 15, seen  # then K_max, but for an exploring step down
+
+
+def _adaptive_ks(verify_ms, draft_ms: float = 25.0, rounds: int = 8) -> list[int]:
+    """K of each round of an adaptive policy (K_max = 8) whose every draft is accepted,
+    the target taking ``verify_ms(B)`` to verify B positions."""
+    a = make_policy("adaptive", 8)
+    seen = []
+    for _ in range(rounds):
+        k = a.next_k()
+        seen.append(k)
+        a.observe(_round(k, k, draft_ms * k, verify_ms(k + 1), k + 1))
+    return seen
+
+
+def test_adaptive_probes_v2_and_settles_short_when_verification_is_serial():
+    """Seen on the Qwen pair on a CPU: v(B) nearly B v(1), every draft accepted. One
+    verify size fits v(B) flat and kept K = 8 for whole runs, and stepping up after
+    every fully accepted round climbed K again; the K = 1 probe measures the slope and
+    the policy stays at the short K the cost model prefers."""
+    seen = _adaptive_ks(lambda b: 50.0 * b)
+    assert seen[:2] == [8, 1]               # the opening round, then the v(2) probe
+    assert max(seen[2:]) <= 2, seen          # (K+1)/(75K+50) peaks at K = 1
+
+
+def test_adaptive_keeps_long_rounds_when_verification_is_nearly_flat_in_b():
+    seen = _adaptive_ks(lambda b: 60.0 + 2 * b, draft_ms=5.0)
+    assert seen[:2] == [8, 1]
+    assert min(seen[2:]) >= 7, seen         # after the probe the model goes back to long rounds

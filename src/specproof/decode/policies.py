@@ -117,14 +117,26 @@ class CostModel:
         self.reached[1:reached + 1] += 1
         self.accepted[1:obs.accepted + 1] += 1
 
-    def alpha(self) -> np.ndarray:
-        """alpha_i = (accepted_i + m abar) / (reached_i + m): each position shrunk towards
-        the pooled rate abar = (sum accepted + a) / (sum reached + a + b), so a position
-        seen once (one rejection at depth 5 in a long first round) does not pin K low for
-        the rest of the run; positions never reached get abar."""
+    def verify_sizes(self) -> int:
+        """How many distinct B the target's calls have been timed at (rounds and steps)."""
+        return len(self._verify_obs)
+
+    def pooled_alpha(self) -> float:
+        """abar = (sum accepted + a) / (sum reached + a + b) over every position."""
         a, b = self.prior
-        pooled = (self.accepted[1:].sum() + a) / (self.reached[1:].sum() + a + b)
-        return (self.accepted[1:] + self.shrink * pooled) / (self.reached[1:] + self.shrink)
+        return float((self.accepted[1:].sum() + a) / (self.reached[1:].sum() + a + b))
+
+    def alpha(self, optimistic_beyond: int | None = None) -> np.ndarray:
+        """alpha_i = (accepted_i + m abar) / (reached_i + m): each position shrunk towards
+        the pooled rate abar (``pooled_alpha``), so a position seen once (one rejection at
+        depth 5 in a long first round) does not pin K low for the rest of the run;
+        positions never reached get abar. ``optimistic_beyond`` = K: positions after K
+        get at least abar, as if not seen yet."""
+        pooled = self.pooled_alpha()
+        alpha = (self.accepted[1:] + self.shrink * pooled) / (self.reached[1:] + self.shrink)
+        if optimistic_beyond is not None:
+            alpha[optimistic_beyond:] = np.maximum(alpha[optimistic_beyond:], pooled)
+        return alpha
 
     def round_costs(self, fastest: bool = False) -> np.ndarray | None:
         """T(K) = K c_draft + v(K+1) + x (ns) for K = 1..k_max; None until both a draft
@@ -150,12 +162,13 @@ class CostModel:
             self._median_costs = costs
         return costs
 
-    def best_k(self) -> tuple[int, float | None]:
-        """argmax_K E[C|K] / T(K) over 1..k_max, with its throughput (tokens/ns)."""
+    def best_k(self, optimistic_beyond: int | None = None) -> tuple[int, float | None]:
+        """argmax_K E[C|K] / T(K) over 1..k_max, with its throughput (tokens/ns);
+        ``optimistic_beyond``: see ``alpha``."""
         costs = self.round_costs()
         if costs is None:
             return self.k_max, None
-        alpha = self.alpha()
+        alpha = self.alpha(optimistic_beyond)
         rates = [expected_committed(alpha, k) / costs[k - 1] for k in range(1, self.k_max + 1)]
         best = int(np.argmax(rates))
         return best + 1, float(rates[best])
@@ -189,10 +202,19 @@ class AdaptivePolicy(Policy):
     where a short start never sees the deep positions that decide whether long rounds pay.
 
     After a round that accepted all K < K_max drafts, the next round drafts at least
-    K + 1: a fully accepted round never reaches position K + 1, so one early rejection
-    there would otherwise keep alpha_(K+1) low, and K* below it, for the rest of a short
-    run (seen on the torch fp32 + Q4_1 pair: one rejection at position 15 of the first
-    round held K at 14 for every later round, fully accepted each time)."""
+    K + 1 if the model would choose more than K were the positions after K as good as
+    the pooled rate: a fully accepted round never reaches position K + 1, so one early
+    rejection there would otherwise keep alpha_(K+1) low, and K* below it, for the rest
+    of a short run (seen on the torch fp32 + Q4_1 pair: one rejection at position 15 of
+    the first round held K at 14 for every later round, fully accepted each time). Where
+    even that optimistic model stays at K or below, the costs hold K down, not the
+    unseen positions, and stepping up anyway climbs K round by round on a well-accepted
+    pair that verification makes expensive (seen on the Qwen pair on a CPU: 1, 2, ... 7).
+
+    While the rounds have measured v(B) at one B only, the next round is a K = 1 probe:
+    one point fits v(B) flat in B, which makes long rounds look free (seen on the Qwen
+    pair on a CPU: K = 8 for whole runs where K = 1 was the best fixed K); v(2) and
+    v(K_max + 1) interpolate it over the whole range."""
 
     name = "adaptive"
 
@@ -216,8 +238,10 @@ class AdaptivePolicy(Policy):
         if self.explore_every and self.rounds % self.explore_every == 0:
             step = 1 if (self.rounds // self.explore_every) % 2 else -1
             k_best = int(np.clip(k_best + step, 1, self.model.k_max))
-        if obs.accepted == obs.k < self.model.k_max:
+        if obs.accepted == obs.k < self.model.k_max and self.model.best_k(optimistic_beyond=obs.k)[0] > obs.k:
             k_best = max(k_best, obs.k + 1)
+        if self.model.verify_sizes() == 1 and obs.verify_positions > 2:
+            k_best = 1  # probe v(2): one verify size says nothing of the slope of v(B)
         self.k = k_best
 
     def describe(self) -> dict:
