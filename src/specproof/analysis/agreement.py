@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
+from scipy.stats import binomtest
 
 from ..evidence.reference import first_divergence, reference_lookup
 
@@ -61,3 +62,29 @@ def agreement_counts(table: pd.DataFrame) -> pd.DataFrame:
     """matched / total of H and Q per (source, target, path, verify_mode)."""
     g = table.groupby(["source", "target", "path", "verify_mode"], sort=True)
     return g.agg(H_matched=("H", "sum"), Q_matched=("Q", "sum"), total=("Q", "size")).reset_index()
+
+
+CHANGE_RATE_CI = 0.95  # exact (Clopper-Pearson) interval on the per-token rate of first changes
+
+
+def change_rate(qualification: pd.DataFrame, reference: pd.DataFrame) -> pd.DataFrame:
+    """Per target and verify path of the qualification runs: ``changed`` runs (ids unlike
+    the sealed reference's), ``tokens`` compared (a changed run's tokens up to and
+    including its first changed one, an unchanged run's all), and ``rate`` = changed /
+    tokens, the per-token rate at which the path first changes a greedy output: unlike
+    the share of changed runs it does not grow with the output length. ``ci_low`` and
+    ``ci_high``: an exact binomial interval that treats each compared token as a trial
+    (a constant per-token hazard has the binomial's likelihood)."""
+    ref = reference_lookup(reference)
+    rows = []
+    for r in qualification.itertuples():
+        want = ref[(r.target, r.prompt_id)]["ids"]
+        d = first_divergence([int(x) for x in r.ids], want)
+        rows.append({"target": r.target, "verify_mode": r.verify_mode, "changed": d >= 0,
+                     "tokens": d + 1 if d >= 0 else len(want)})
+    if not rows:
+        return pd.DataFrame(columns=["target", "verify_mode", "changed", "tokens", "rate", "ci_low", "ci_high"])
+    g = pd.DataFrame(rows).groupby(["target", "verify_mode"], sort=True)
+    out = g.agg(changed=("changed", "sum"), tokens=("tokens", "sum")).reset_index()
+    cis = [binomtest(int(c), int(n)).proportion_ci(CHANGE_RATE_CI, "exact") for c, n in zip(out["changed"], out["tokens"])]
+    return out.assign(rate=out["changed"] / out["tokens"], ci_low=[c.low for c in cis], ci_high=[c.high for c in cis])

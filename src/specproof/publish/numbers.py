@@ -403,7 +403,8 @@ QUALIFICATION_CI = 0.95  # exact (Clopper-Pearson) interval on the share of chan
 
 def qualification_numbers(a: StudyAnalysis, rows: Rows) -> None:
     """'qualification.<target>.<mode>.*' (Q over distinct reserved prompts: matched, changed
-    = total - matched with its exact interval as a share of prompts, the verdict),
+    = total - matched with its exact interval as a share of prompts, the verdict; the
+    per-token rate of first changes, ``analysis.agreement.change_rate``),
     'batch_invariance.<target>.*' (the logit probe)."""
     from scipy.stats import binomtest
     cfg = a.provenance["study"]["config"]
@@ -423,6 +424,12 @@ def qualification_numbers(a: StudyAnalysis, rows: Rows) -> None:
         put("qualifies", bool(r.qualifies), "bool", "qualification.parquet")
         put("probe_flips", int(r.probe_flips), "positions", "batch_invariance.parquet")
         put("verdict", r.verdict, "text", "qualification.parquet")
+    for r in a.change_rate.itertuples() if a.change_rate is not None else ():
+        put = rows.at("qualification", target=r.target, verify_mode=r.verify_mode)
+        put("tokens_compared", int(r.tokens), "tokens", "qualification.parquet")
+        for metric, value in (("change_rate", r.rate), ("change_rate_ci_low", r.ci_low),
+                              ("change_rate_ci_high", r.ci_high)):
+            put(metric, float(value), "first changes per token", "qualification.parquet")
     for r in batch_invariance_summary(a.batch_invariance).itertuples():
         put = rows.at("batch_invariance", target=r.target)
         put("max_abs_dlogit", r.max_abs_dlogit, "logit", "batch_invariance.parquet")
