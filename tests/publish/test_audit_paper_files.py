@@ -41,9 +41,11 @@ def test_a_cited_figure_changed_without_its_quote_fails_the_audit(tmp_path):
     assert "stands in its quoted sentence" in _audit_paper_files(path, None, None)[0]
 
 
-def test_every_frozen_set_is_listed_or_retired(tmp_path):
-    """A frozen set dropped from config.yaml's studies without being retired is named."""
+def test_every_frozen_set_is_listed_retired_or_pending(tmp_path):
+    """A frozen set dropped from config.yaml's studies without being retired or pending
+    (with why) is named."""
     from specproof.publish.audit_anchors import check_every_set_listed
+    from specproof.study.config import load_config
     for set_dir in ("a/m1", "a/m2", "b/m1"):
         (tmp_path / "manifests" / set_dir).mkdir(parents=True)
         (tmp_path / "manifests" / set_dir / "manifest.json").write_text("{}")
@@ -53,6 +55,11 @@ def test_every_frozen_set_is_listed_or_retired(tmp_path):
     with pytest.raises(SpecproofError, match=r"config\.yaml: field studies: frozen record set a@m2 is neither"):
         check_every_set_listed(tmp_path / "manifests", cfg, config)
     check_every_set_listed(tmp_path / "manifests", {**cfg, "retired": [{"set": "a@m2", "why": "old"}]}, config)
+    check_every_set_listed(tmp_path / "manifests", {**cfg, "pending": [{"set": "a@m2", "why": "no replicate yet"}]},
+                           config)
+    config.write_text("studies: [a@m1, b@m1]\npending: [{set: a@m2, why: ' '}]\n")
+    with pytest.raises(SpecproofError, match=r"config\.yaml: field pending\.0\.why"):
+        load_config(config)
 
 
 def test_the_committed_config_lists_or_retires_every_frozen_set():
