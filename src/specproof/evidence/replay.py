@@ -195,12 +195,13 @@ def planted_sampler(violation: str, temperature: float) -> Sampler:
 
 
 def planted_run(target: Backend, draft: Backend, prompt: list[int], violation: str, k: int,
-                new_tokens: int, temperature: float, seed: int) -> tuple[list[int], list[int | None]]:
-    """One run of the real speculative loop (fixed K, batched verification, the draft
-    sampling at the loop's temperature) with ``violation`` planted in its sampler: its
-    emitted ids and their roles (``pit.position_roles``)."""
+                new_tokens: int, temperature: float, seed: int,
+                verify_mode: str = "batched") -> tuple[list[int], list[int | None]]:
+    """One run of the real speculative loop (fixed K, the draft sampling at the loop's
+    temperature) with ``violation`` planted in its sampler: its emitted ids and their
+    roles (``pit.position_roles``)."""
     sampler = planted_sampler(violation, temperature)
-    settings = DecodeSettings(new_tokens, sampler.temperature, seed)
+    settings = DecodeSettings(new_tokens, sampler.temperature, seed, verify_mode=verify_mode)
     run = decode_speculative(target, ModelDrafter(draft, sampler.temperature, seed), prompt, settings,
                              FixedPolicy(k), sampler=sampler)
     rounds = pd.DataFrame([{"round": r.round, "drafted": r.drafted, "committed": r.committed}
@@ -263,19 +264,22 @@ def agreement_verdicts(z_law: float | None, z_target: float | None, ks_law_pvalu
 
 
 def planted_evidence(target: Backend, draft: Backend, prompt: list[int], violation: str, k: int,
-                     new_tokens: int, temperature: float, seed: int, rng: np.random.Generator) -> np.ndarray:
+                     new_tokens: int, temperature: float, seed: int, rng: np.random.Generator,
+                     verify_mode: str = "batched") -> np.ndarray:
     """``position_evidence`` of every token of one planted run (``planted_run``), its
     tokens re-scored along their own sequence (``teacher_forced``) at ``temperature``; one
     position at a time, so no run's distributions are held at once."""
-    ids, roles = planted_run(target, draft, prompt, violation, k, new_tokens, temperature, seed)
+    ids, roles = planted_run(target, draft, prompt, violation, k, new_tokens, temperature, seed, verify_mode)
     positions = run_positions(teacher_forced(target, prompt, ids, temperature, draft), roles)
     return np.array([position_evidence(pos, x, rng.random(), violation) for pos, x in zip(positions, ids)])
 
 
 def planted_loop_agreement(target: Backend, draft: Backend, prompts: list[list[int]], violation: str,
-                           k: int, new_tokens: int, temperature: float, alpha: float, seed: int) -> dict:
+                           k: int, new_tokens: int, temperature: float, alpha: float, seed: int,
+                           verify_mode: str = "batched") -> dict:
     """``loop_agreement`` over one planted run per prompt (seeds seed + i)."""
     rng = np.random.default_rng(seed)
-    evidence = [planted_evidence(target, draft, prompt, violation, k, new_tokens, temperature, seed + i, rng)
+    evidence = [planted_evidence(target, draft, prompt, violation, k, new_tokens, temperature, seed + i, rng,
+                                 verify_mode)
                 for i, prompt in enumerate(tqdm(prompts, desc=f"planted {violation}", unit="run"))]
     return {**loop_agreement(np.concatenate(evidence), violation, alpha), "runs": len(prompts)}
