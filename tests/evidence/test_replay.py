@@ -11,10 +11,10 @@ from scipy import stats
 from specproof.decode.sampling import Sampler, softmax
 from specproof.evidence.calibration import (TEMPERATURE_VIOLATION, SkipResidualSampler, mock_pair,
                                             step_distribution)
-from specproof.evidence.pit import rank_below, ratio_key, teacher_forced
+from specproof.evidence.pit import rank_below, ratio_key
 from specproof.evidence.replay import (LOOP_VIOLATIONS, VIOLATIONS, Position, emitted_law, loop_agreement,
-                                       mass_before, planted_run, planted_sampler, position_draws,
-                                       position_evidence, run_positions, study_power)
+                                       mass_before, planted_evidence, planted_sampler, position_draws,
+                                       run_positions, study_power)
 from tests.conftest import random_dist
 
 V = 7
@@ -110,13 +110,9 @@ def _mock_evidence(planted: str, law: str, seed: int = 9) -> np.ndarray:
     read against the replay's law of ``law``."""
     target, draft = mock_pair(4)
     rng = np.random.default_rng(seed)
-    out = []
-    for i in range(24):
-        prompt = rng.integers(0, target.vocab_size, size=6).tolist()
-        ids, roles = planted_run(target, draft, prompt, planted, 4, 64, 1.0, seed * 100 + i)
-        positions = run_positions(teacher_forced(target, prompt, ids, 1.0, draft), roles)
-        out += [position_evidence(pos, x, rng.random(), law) for pos, x in zip(positions, ids)]
-    return np.array(out)
+    prompts = [rng.integers(0, target.vocab_size, size=6).tolist() for _ in range(24)]
+    return np.concatenate([planted_evidence(target, draft, prompt, planted, 4, 64, 1.0, seed * 100 + i, rng,
+                                            law=law) for i, prompt in enumerate(prompts)])
 
 
 @pytest.mark.parametrize("violation", LOOP_VIOLATIONS)

@@ -265,13 +265,14 @@ def agreement_verdicts(z_law: float | None, z_target: float | None, ks_law_pvalu
 
 def planted_evidence(target: Backend, draft: Backend, prompt: list[int], violation: str, k: int,
                      new_tokens: int, temperature: float, seed: int, rng: np.random.Generator,
-                     verify_mode: str = "batched") -> np.ndarray:
+                     verify_mode: str = "batched", law: str | None = None) -> np.ndarray:
     """``position_evidence`` of every token of one planted run (``planted_run``), its
-    tokens re-scored along their own sequence (``teacher_forced``) at ``temperature``; one
+    tokens re-scored along their own sequence (``teacher_forced``) at ``temperature`` and
+    read against the replay's law of ``law`` (default: the planted ``violation``); one
     position at a time, so no run's distributions are held at once."""
     ids, roles = planted_run(target, draft, prompt, violation, k, new_tokens, temperature, seed, verify_mode)
     positions = run_positions(teacher_forced(target, prompt, ids, temperature, draft), roles)
-    return np.array([position_evidence(pos, x, rng.random(), violation) for pos, x in zip(positions, ids)])
+    return np.array([position_evidence(pos, x, rng.random(), law or violation) for pos, x in zip(positions, ids)])
 
 
 def planted_loop_agreement(target: Backend, draft: Backend, prompts: list[list[int]], violation: str,
