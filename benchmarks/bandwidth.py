@@ -7,7 +7,7 @@ speedup over it (``specproof.evidence.bandwidth``, ``analysis.costs.model_speedu
 Measure on a quiet machine, the one the record set was timed on (its provenance names
 the CPU; the table records this run's).
 
-    python benchmarks/bandwidth.py [--set manifests/paper-qwen/epyc-avx512]
+    python benchmarks/bandwidth.py [--set manifests/paper-qwen-v2/epyc-avx512]
 """
 from __future__ import annotations
 
@@ -62,7 +62,7 @@ def full_acceptance_rows(a, pair: str) -> list[list]:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--set", type=Path, default=ROOT / "manifests/paper-qwen/epyc-avx512")
+    ap.add_argument("--set", type=Path, default=ROOT / "manifests/paper-qwen-v2/epyc-avx512")
     ap.add_argument("--model-dir", type=Path, default=ROOT / "resources/models")
     ap.add_argument("--pair", default="qwen-1b5+qwen-0b5-draft", help="the pair whose K grid is bounded")
     a = ap.parse_args()

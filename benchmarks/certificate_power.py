@@ -9,8 +9,8 @@ planted), and apply the certificate's whole rule to each simulated study
 Clopper-Pearson interval; at the set's own size and at 2x and 4x as many tokens (each
 position drawn 2 or 4 times independently). Not timed: any machine state will do.
 
-    python benchmarks/certificate_power.py [--set manifests/paper-qwen/epyc-avx512]
-        [--config config/studies/paper-qwen.yaml] [--reps 400] [--table certificate_power]
+    python benchmarks/certificate_power.py [--set manifests/paper-qwen-v2/epyc-avx512]
+        [--config config/studies/paper-qwen-v2.yaml] [--reps 400] [--table certificate_power]
 """
 from __future__ import annotations
 
@@ -56,8 +56,8 @@ def values_of(table: pd.DataFrame) -> dict[str, tuple]:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--set", type=Path, default=ROOT / "manifests/paper-qwen/epyc-avx512")
-    ap.add_argument("--config", type=Path, default=ROOT / "config/studies/paper-qwen.yaml")
+    ap.add_argument("--set", type=Path, default=ROOT / "manifests/paper-qwen-v2/epyc-avx512")
+    ap.add_argument("--config", type=Path, default=ROOT / "config/studies/paper-qwen-v2.yaml")
     ap.add_argument("--model-dir", type=Path, default=ROOT / "resources/models")
     ap.add_argument("--reps", type=int, default=400, help="simulated studies at the set's size")
     ap.add_argument("--table", default="certificate_power", help="the table's name under benchmarks/results/")

@@ -10,8 +10,8 @@ stage and the replay score them). The rows say whether the emitted tokens follow
 replay's law (z_law, and for nothing planted the KS of their PIT) and whether the runs
 were enough to tell that law from the target's own (z_target). Not timed.
 
-    python benchmarks/planted_loop.py [--set manifests/paper-qwen/epyc-avx512]
-        [--config config/studies/paper-qwen.yaml] [--pair qwen-1b5+qwen-0b5-draft]
+    python benchmarks/planted_loop.py [--set manifests/paper-qwen-v2/epyc-avx512]
+        [--config config/studies/paper-qwen-v2.yaml] [--pair qwen-1b5+qwen-0b5-draft]
         [--prompts 12] [--new-tokens 64] [--k 4] [--verify-mode batched|serialized]
         [--violations null,skip_residual,temperature_1.05] [--table planted_loop]
 """
@@ -52,8 +52,8 @@ def cell(value) -> str | int | float:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--set", type=Path, default=ROOT / "manifests/paper-qwen/epyc-avx512")
-    ap.add_argument("--config", type=Path, default=ROOT / "config/studies/paper-qwen.yaml")
+    ap.add_argument("--set", type=Path, default=ROOT / "manifests/paper-qwen-v2/epyc-avx512")
+    ap.add_argument("--config", type=Path, default=ROOT / "config/studies/paper-qwen-v2.yaml")
     ap.add_argument("--model-dir", type=Path, default=ROOT / "resources/models")
     ap.add_argument("--pair", default="qwen-1b5+qwen-0b5-draft")
     ap.add_argument("--prompts", type=int, default=12, help="planted runs per violation, one per prompt")
