@@ -323,6 +323,87 @@ def _downgrade(d):
                 "not one of the legacy sets"]
 
 
+def _ids_cut(d):
+    """A run's last token dropped from its ids, new_tokens left as it was."""
+    runs = read_parquet(d / "runs.parquet")
+    runs.at[0, "ids"] = list(runs.at[0, "ids"])[:-1]
+    write_parquet(runs, d / "runs.parquet")
+    return {}, ["runs.parquet", "row 0, field new_tokens", "len(ids)"]
+
+
+def _fewer_tokens(d):
+    """A run's ids, new_tokens and tokens_per_s cut by one token together; its rounds still
+    commit the old count."""
+    runs = read_parquet(d / "runs.parquet")
+    runs.at[0, "ids"] = list(runs.at[0, "ids"])[:-1]
+    runs.loc[0, "new_tokens"] -= 1
+    runs.loc[0, "tokens_per_s"] = runs.loc[0, "new_tokens"] / (runs.loc[0, "decode_ns"] / 1e9)
+    write_parquet(runs, d / "runs.parquet")
+    return {}, ["runs.parquet", "row 0, field new_tokens", "committed"]
+
+
+def _text_apart(d):
+    """A run whose ids equal the sealed reference's given another text (H flips, Q stays)."""
+    from specproof.analysis.agreement import recomputed_q
+    runs = read_parquet(d / "runs.parquet")
+    i = recomputed_q(runs, read_parquet(d / "reference.parquet")).idxmax()
+    runs.loc[i, "text"] = runs.loc[i, "text"] + " changed"
+    write_parquet(runs, d / "runs.parquet")
+    return {}, ["runs.parquet", f"row {i}, field text", "sealed reference"]
+
+
+def _text_equal_off(d):
+    """A qualification run whose ids equal the sealed reference's marked text_equal False."""
+    from specproof.analysis.agreement import recomputed_q
+    qual = read_parquet(d / "qualification.parquet")
+    i = recomputed_q(qual, read_parquet(d / "reference.parquet")).idxmax()
+    qual.loc[i, "text_equal"] = False
+    write_parquet(qual, d / "qualification.parquet")
+    return {}, ["qualification.parquet", f"row {i}, field text_equal"]
+
+
+def _micro_median(d):
+    """A micro-benchmark's median halved, its samples untouched."""
+    micro = read_parquet(d / "micro.parquet")
+    micro.loc[0, "median_ms"] /= 2
+    write_parquet(micro, d / "micro.parquet")
+    return {}, ["micro.parquet", "row 0, field median_ms", "samples_ms"]
+
+
+def _start_erased(d):
+    """A reserved qualification run's started_at erased, so no time order can be checked."""
+    from specproof.evidence.prediction import load_sealed
+    doc, _ = load_sealed(d / "predictions.json", d / "prediction_seal.json")
+    qual = read_parquet(d / "qualification.parquet")
+    i = qual.index[qual["prompt_id"].isin(doc["reserved_prompts"])][0]
+    qual.loc[i, "started_at"] = None
+    write_parquet(qual, d / "qualification.parquet")
+    return {}, ["qualification.parquet", f"row {i}, field started_at is null"]
+
+
+def _reserved_dropped(d):
+    """A reserved prompt dropped from predictions.json (its prediction with it) and the
+    predictions resealed: P would count only the prompts kept."""
+    doc = read_json(d / "predictions.json")
+    gone = doc["reserved_prompts"].pop()
+    doc["predictions"] = {key: ids for key, ids in doc["predictions"].items() if not key.endswith(f"|{gone}")}
+    write_json(doc, d / "predictions.json")
+    edit_json(d / "prediction_seal.json", lambda s: s.update(predictions_sha256=sha256_file(d / "predictions.json")))
+    return {}, ["predictions.json", "field reserved_prompts", gone]
+
+
+@pytest.mark.parametrize("tamper", [_ids_cut, _fewer_tokens, _text_apart, _text_equal_off, _micro_median, _start_erased,
+                                    _reserved_dropped],
+                         ids=lambda f: f.__name__.strip("_"))
+def test_a_run_unlike_its_own_identities_fails_the_audit(copy, capsys, cached, tamper):
+    """The ids, text, token counts and times a run holds by construction: checked before
+    the analysis."""
+    edits, names = tamper(set_dir(copy / "manifests", SET))
+    rehash(copy, edits)
+    line = audit_line(copy, capsys)
+    assert all(name in line for name in names), line
+
+
 @pytest.mark.parametrize("tamper", [_seal_after_reserved, _reference_sealed_late, _runs_shifted, _run_order,
                                     _provenance, _prompts, _pit_uniform, _pit_rank, _tokens_per_s, _decode_ns,
                                     _downgrade], ids=lambda f: f.__name__.strip("_"))
@@ -454,3 +535,30 @@ def test_a_benchmark_table_unlike_the_committed_one_or_gone_fails_the_audit(tmp_
     (bench / "policies.json").unlink()
     with pytest.raises(SpecproofError, match="policies.json: a committed benchmark table is missing"):
         committed_bench_line(bench)
+
+
+def _prov_edits():
+    late = lambda p: p | {"captured_at": "2020-01-01T00:00:00+00:00"}  # noqa: E731
+    return [({"git": {"commit": "0" * 40, "dirty": False}}, "not a commit of this checkout's history"),
+            (late, "after the provenance's captured_at"),
+            ({"study_sha": "f" * 64}, "field study.config_sha256")]
+
+
+@pytest.mark.parametrize("edit,message", _prov_edits(), ids=["unknown_commit", "captured_before_commit", "config_sha"])
+def test_a_provenance_unlike_its_commit_fails_the_audit(edit, message):
+    """The provenance's commit is checked against the checkout the set is committed in:
+    an unknown commit, a capture time before the commit, a config hash unlike the commit's
+    study config."""
+    from specproof.errors import SpecproofError
+    from specproof.publish.audit_anchors import provenance_commit_line
+    dest = set_dir(ROOT / "manifests", SET)
+    prov = read_json(dest / "provenance.json")
+    assert "is in this checkout's history" in provenance_commit_line(dest, SET, prov)
+    if callable(edit):
+        prov = edit(prov)
+    elif "study_sha" in edit:
+        prov = prov | {"study": prov["study"] | {"config_sha256": edit["study_sha"]}}
+    else:
+        prov = prov | edit
+    with pytest.raises(SpecproofError, match=message):
+        provenance_commit_line(dest, SET, prov)

@@ -100,15 +100,40 @@ def check_time_chain(dest: Path, manifest: dict) -> None:
         raise SpecproofError(f"{times[-1][0]} ({times[-1][1].isoformat()}) is not before the first reserved "
                              f"run's started_at ({first[0]}, {first[1].isoformat()}); predictions must be sealed first")
     check_run_order(dest, tables, doc.get("reserved_prompts") or [])
+    check_reserved_split(dest, doc.get("reserved_prompts") or [])
     created = parsed_time(manifest.get("created"), f"{dest / 'manifest.json'}: field created")
     check_before_created(dest, times, tables, created)
 
 
+def check_reserved_split(dest: Path, reserved: list[str]) -> None:
+    """predictions.json's reserved_prompts are prompts.jsonl's prompts of split 'reserved',
+    in order, and qualification.parquet's runs are on exactly those prompts (a set whose
+    prompts record no split is not compared)."""
+    import json
+    prompts = [json.loads(line) for line in (dest / "prompts.jsonl").read_text().splitlines() if line.strip()]
+    if not all("split" in p for p in prompts):
+        return
+    split = [p["id"] for p in prompts if p["split"] == "reserved"]
+    if reserved != split:
+        extra = sorted(set(reserved) ^ set(split)) or ["(the order)"]
+        raise SpecproofError(f"{dest / 'predictions.json'}: field reserved_prompts differs from prompts.jsonl's "
+                             f"reserved split at {extra[0]}")
+    qual = read_parquet(dest / "qualification.parquet")
+    if not qual.empty and set(qual["prompt_id"]) != set(split):
+        extra = sorted(set(qual["prompt_id"]) ^ set(split))[0]
+        raise SpecproofError(f"{dest / 'qualification.parquet'}: field prompt_id: its prompts differ from "
+                             f"prompts.jsonl's reserved split at {extra}")
+
+
 def first_reserved(dest: Path, tables, reserved: list[str]) -> tuple[str, dt.datetime] | None:
-    """(where, time) of the earliest started_at of a live run on a reserved prompt."""
+    """(where, time) of the earliest started_at of a live run on a reserved prompt; a
+    reserved run without one is an error."""
     best = None
     for name, table in tables:
-        rows = table[table["prompt_id"].isin(reserved)]["started_at"].dropna()
+        rows = table[table["prompt_id"].isin(reserved)]["started_at"]
+        if rows.isna().any():
+            raise SpecproofError(f"{dest / name}: row {rows.isna().idxmax()}, field started_at is null on a reserved "
+                                 "prompt's run; every reserved run must say when it started (after the seal)")
         for i, v in rows.items():
             t = parsed_time(v, f"{dest / name}: row {i}, field started_at")
             if best is None or t < best[1]:
@@ -190,6 +215,58 @@ def check_run_timings(dest: Path) -> None:
                              f"its rounds' round_ns in rounds.parquet sum to {int(have[i])}")
 
 
+def check_run_identities(dest: Path, reference: pd.DataFrame) -> None:
+    """Identities every live run holds by construction: in runs.parquet new_tokens =
+    len(ids) = the sum of its rounds' ``committed`` (rounds.parquet); a run whose ids equal
+    the sealed reference's has its text too (the text is the ids detokenized, so Q implies
+    H): runs.parquet's text, qualification.parquet's text_equal."""
+    from ..evidence.reference import reference_lookup
+    runs = read_parquet(dest / "runs.parquet")
+    lengths = runs["ids"].map(len)
+    _identity_error(dest / "runs.parquet", runs, runs["new_tokens"] != lengths, "new_tokens", lengths, "len(ids)")
+    rounds = read_parquet(dest / "rounds.parquet")
+    if "committed" in rounds and not rounds.empty:
+        committed = runs["run_id"].map(rounds.groupby("run_id")["committed"].sum())
+        bad = committed.notna() & (committed != runs["new_tokens"])
+        _identity_error(dest / "runs.parquet", runs, bad, "new_tokens", committed,
+                        "its rounds' committed tokens in rounds.parquet, summed")
+    ref = reference_lookup(reference)
+    want = [ref[(r.target, r.prompt_id)] for r in runs.itertuples()]
+    bad = pd.Series([[int(x) for x in r.ids] == w["ids"] and r.text != w["text"]
+                     for r, w in zip(runs.itertuples(), want)], index=runs.index, dtype=bool)
+    _identity_error(dest / "runs.parquet", runs, bad, "text", pd.Series([w["text"] for w in want], index=runs.index),
+                    "the sealed reference's text for the same ids")
+    qual = read_parquet(dest / "qualification.parquet")
+    if "text_equal" in qual and not qual.empty:
+        from ..analysis.agreement import recomputed_q
+        q = recomputed_q(qual, reference)
+        _identity_error(dest / "qualification.parquet", qual, q & ~qual["text_equal"].astype(bool), "text_equal",
+                        q, "its ids, equal to the sealed reference's,")
+
+
+def check_micro_medians(dest: Path) -> None:
+    """Every micro.parquet row's median_ms is the median of its samples_ms."""
+    micro = read_parquet(dest / "micro.parquet")
+    if "samples_ms" not in micro or micro.empty:
+        return
+    want = micro["samples_ms"].map(lambda s: float(np.median(np.asarray(list(s), dtype=float))))
+    bad = pd.Series(~np.isclose(micro["median_ms"], want, rtol=1e-12, atol=0), index=micro.index)
+    _identity_error(dest / "micro.parquet", micro, bad, "median_ms", want, "the median of its samples_ms")
+
+
+def _identity_error(path: Path, table: pd.DataFrame, bad: pd.Series, field: str, want: pd.Series, what: str) -> None:
+    """One line naming the first row where ``bad`` holds: its ``field`` against ``want``."""
+    if bad.any():
+        i = bad.idxmax()
+        raise SpecproofError(f"{path}: row {i}, field {field} is {_brief(table.loc[i, field])}; "
+                             f"{what} give {_brief(want[i])}")
+
+
+def _brief(v) -> str:
+    text = repr(v.item() if hasattr(v, "item") else v)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
 def check_bench_tables(benchmarks: Path, tables: dict[Path, dict]) -> int:
     """Every <name>.md in ``benchmarks`` has its <name>.json, and is the table rendered
     from the fields title, command, provenance, header, rows and notes of that JSON
@@ -232,6 +309,41 @@ def committed_manifest_line(dest: Path, set_id: str) -> str:
     if committed != sha256_file(path):
         raise SpecproofError(f"{path}: manifest.json differs from the committed one (git show HEAD:{path})")
     return f"{set_id}: manifest.json is the committed one"
+
+
+def provenance_commit_line(dest: Path, set_id: str, prov: dict) -> str:
+    """The provenance's git commit in the checkout of specproof's code that holds the set: it
+    must be a commit of HEAD's history,
+    no later than the provenance's captured_at, and (for a clean tree) hold the study config
+    whose sha256 the provenance records (study.config_sha256). A report line saying so, or
+    why it could not be compared (no git, or the set is not in a checkout)."""
+    import hashlib
+    commit, study = (prov.get("git") or {}).get("commit"), prov.get("study") or {}
+    where = f"{dest / 'provenance.json'}: field git.commit"
+    git = lambda *args: subprocess.run(["git", "-C", str(dest), *args], capture_output=True)  # noqa: E731
+    try:
+        inside = git("rev-parse", "--is-inside-work-tree")
+    except OSError:
+        return f"{set_id}: provenance's commit not checked (git is not available)"
+    if inside.returncode != 0 or not commit:
+        return f"{set_id}: provenance's commit not checked ({dest} is not in a git checkout, or it names none)"
+    top = git("rev-parse", "--show-toplevel").stdout.decode().strip()
+    if not git("ls-tree", "HEAD", "--", f"{top}/src/specproof/__init__.py").stdout.strip():
+        return f"{set_id}: provenance's commit not checked (the checkout holding {dest} does not hold specproof's code)"
+    if git("merge-base", "--is-ancestor", str(commit), "HEAD").returncode != 0:
+        raise SpecproofError(f"{where} is {commit!r}, not a commit of this checkout's history (HEAD and its ancestors)")
+    dated = parsed_time(git("show", "-s", "--format=%cI", str(commit)).stdout.decode().strip(), where)
+    if dated > parsed_time(prov.get("captured_at"), f"{dest / 'provenance.json'}: field captured_at"):
+        raise SpecproofError(f"{where} is {commit[:12]}, committed at {dated.isoformat()}, after the provenance's "
+                             f"captured_at ({prov.get('captured_at')})")
+    if (prov.get("git") or {}).get("dirty") is False and study.get("name"):
+        shown = git("show", f"{commit}:config/studies/{study['name']}.yaml")
+        have = hashlib.sha256(shown.stdout).hexdigest() if shown.returncode == 0 else None
+        if have != study.get("config_sha256"):
+            raise SpecproofError(f"{dest / 'provenance.json'}: field study.config_sha256 is "
+                                 f"{str(study.get('config_sha256'))[:12]}, but config/studies/{study['name']}.yaml at "
+                                 f"commit {commit[:12]} has sha256 {str(have)[:12]}")
+    return f"{set_id}: provenance's commit {commit[:12]} is in this checkout's history and holds its study config"
 
 
 def committed_sha256(directory: Path, name: str) -> str | None:
@@ -289,20 +401,14 @@ def paper_numbers(studies: list[str], manifests: Path, config: Path | None) -> t
     first listed, as the workflow's numbers rule passes it), whether it is frozen, and the
     title from ``config`` when that config lists these studies; else (rows without the
     title, a note why it was not recomputed)."""
-    from .manifests import is_frozen, manifest_sha256
-    from .numbers import Rows
+    from .paper import paper_rows
     from ..study.config import load_config
-    head = studies[0]
-    rows = Rows(manifest_sha256=manifest_sha256(manifests, head))
-    put = rows.at("paper")
-    note = None
+    head, title, note = studies[0], None, None
     cfg = load_config(Path(config)) if config is not None and Path(config).is_file() else None
     if cfg is not None and list(cfg["studies"]) == list(studies):
         check_every_set_listed(manifests, cfg, Path(config))
-        put("title", cfg.get("paper", {}).get("title", "specproof"), "text", "config/config.yaml")
+        title = cfg.get("paper", {}).get("title", "specproof")
     else:
         note = (f"paper.title not recomputed: {config} " + ("lists other studies" if cfg else "is absent")
                 + " than the audited ones")
-    put("study", head, "text", "config/config.yaml")
-    put("frozen", is_frozen(manifests, head), "text", "config/config.yaml")
-    return rows.out, note
+    return paper_rows(head, manifests, title), note

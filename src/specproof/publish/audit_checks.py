@@ -20,8 +20,8 @@ import pandas as pd
 
 from ..errors import SpecproofError
 from ..records import read_json, read_parquet
-from .audit_anchors import (check_legacy, check_pit_bounds, check_run_timings, check_seal_hashes,
-                            check_time_chain)
+from .audit_anchors import (check_legacy, check_micro_medians, check_pit_bounds, check_run_identities,
+                            check_run_timings, check_seal_hashes, check_time_chain)
 from .manifests import FORMAT_RECORDS, MANIFEST_FORMAT, OPTIONAL, split_set
 
 # the numbers each record is needed for, named when the record is missing
@@ -268,9 +268,12 @@ def audit_records(set_id: str, manifest: dict, dest: Path):
     check_provenance(manifest, dest, set_id)
     check_seal_hashes(dest)
     check_time_chain(dest, manifest)
-    check_qualification_q(dest, check_seal(dest / "reference.parquet", dest / "reference.seal.json"))
+    reference = check_seal(dest / "reference.parquet", dest / "reference.seal.json")
+    check_qualification_q(dest, reference)
     check_prediction_live(dest)
     check_run_timings(dest)
+    check_run_identities(dest, reference)
+    check_micro_medians(dest)
     check_pit_bounds(dest)
     a = analyze(dest)
     check_derived(dest, a, fmt)

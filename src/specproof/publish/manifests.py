@@ -250,7 +250,7 @@ def _audit_paper_files(cited: Path | None, seeds: Path | None, pdf: dict | None)
 
 def _audit_set(set_id: str, manifests: Path, numbers: dict, numbers_path: Path):
     """(analysis, manifest sha256, recomputed rows, report lines) of one frozen set."""
-    from .audit_anchors import committed_manifest_line
+    from .audit_anchors import committed_manifest_line, provenance_commit_line
     from .audit_checks import audit_records
     from .numbers import study_numbers, summary_only
     if not is_frozen(manifests, set_id):
@@ -259,7 +259,8 @@ def _audit_set(set_id: str, manifests: Path, numbers: dict, numbers_path: Path):
     report = [f"{set_id}: {len(manifest['files'])} frozen files match their sha256",
               committed_manifest_line(set_dir(manifests, set_id), set_id)]
     analysis, lines = audit_records(set_id, manifest, set_dir(manifests, set_id))
-    report += lines
+    report += lines + [provenance_commit_line(set_dir(manifests, set_id), set_id,
+                                              read_json(set_dir(manifests, set_id) / "provenance.json"))]
     report.append(f"{set_id}: provenance, seals, recorded times, stored Q and P ids, and every summary and "
                   "derived file match their recomputation from the raw records")
     sha = manifest_sha256(manifests, set_id)
