@@ -288,7 +288,7 @@ EXERCISED: dict[str, list[How]] = {
         _parsed(), _decoded(*SIZE, needs_qwen=True)],
     ".venv/bin/specproof advise --check": [_parsed(), _decoded("--k-max", "2")],
     "make study": [_dry(_has("study=cpu-smollm2"))],
-    "make study STUDY=paper-qwen": [_dry(_has("study=paper-qwen"))],
+    "make study STUDY=paper-qwen-v2": [_dry(_has("study=paper-qwen-v2"))],
     ".venv/bin/specproof freeze cpu-smollm2 --machine my-laptop": [
         How("run", "run on a copy of a frozen set in a temporary tree", _freeze)],
     # the real audit of the committed records: tests/publish/test_committed_audit.py
@@ -307,7 +307,7 @@ EXERCISED: dict[str, list[How]] = {
     "--dtype bfloat16 --draft-backend ngram": [_parsed()],  # the reader's files and GPU
     '.venv/bin/specproof advise --check --prompt "def f(x):" --k-max 8': [_parsed(), _decoded("--k-max", "2")],
     ".venv/bin/specproof plan --config config/studies/cpu-smollm2.yaml": [_parsed(), _plan_run()],
-    ".venv/bin/specproof plan --config config/studies/paper-qwen.yaml --json": [_parsed()],  # needs .[qwen]
+    ".venv/bin/specproof plan --config config/studies/paper-qwen-v2.yaml --json": [_parsed()],  # needs .[qwen]
     # docs/pipeline.md
     "make study STUDY=paper-smollm2 CORES=2": [_dry(_has("--cores 2", "study=paper-smollm2"))],
     "snakemake study --cores 1 --resources timed=1 --config study=cpu-smollm2 -n": [_snakemake_as_written()],

@@ -367,7 +367,14 @@ def cmd_numbers(a) -> int:
 
 def cmd_paper(a) -> int:
     from .limits import output_file
-    from .publish.paper import compile_paper
+    from .publish.paper import compile_paper, failed_claims
+    if a.list_claims:
+        failed = failed_claims(Path(a.source), numbers=Path(a.numbers), figures=Path(a.figures),
+                               machine_figures=Path(a.machine_figures), cited=Path(a.cited))
+        for what in failed:
+            print(f"{a.source}: claim not supported by {a.numbers}: {what}")
+        print(f"{a.source}: {len(failed)} claim(s) not supported", file=sys.stderr)
+        return 2 if failed else 0
     compile_paper(Path(a.source), output_file(a.out, "--out"), numbers=Path(a.numbers),
                   figures=Path(a.figures), machine_figures=Path(a.machine_figures), cited=Path(a.cited))
     print(f"{a.out}: written")
@@ -560,6 +567,9 @@ def _paper_parser(sub) -> argparse.ArgumentParser:
     pp.add_argument("--cited", default="paper/cited.yaml",
                     help="the figures of other work and the benchmark goals the text cites")
     pp.add_argument("--out", default="paper/paper.pdf", help="the PDF")
+    pp.add_argument("--list-claims", action="store_true",
+                    help="write no PDF: print every #claim the numbers do not support, one per line "
+                         "(exit 2 if any), instead of stopping at the first")
     return pp
 
 

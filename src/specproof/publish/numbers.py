@@ -126,6 +126,7 @@ def study_numbers(a: StudyAnalysis, manifest_sha256: str | None, prefix: str | N
     def judge(lo, hi) -> str:
         return verdict(lo, hi, indicative)
     setup_numbers(a, rows)
+    bandwidth_numbers(a, rows)
     speed_numbers(a, rows, judge)
     policy_numbers(a, rows)
     best_numbers(a, rows, judge)
@@ -144,6 +145,14 @@ def study_numbers(a: StudyAnalysis, manifest_sha256: str | None, prefix: str | N
     prediction_numbers(a, rows)
     advise_numbers(a, rows)
     return rows.out
+
+
+def bandwidth_numbers(a: StudyAnalysis, rows: Rows) -> None:
+    """machine.<threads>.bandwidth_gb_s: the memory bandwidth the provenance measured when
+    the study started (STREAM Add, GB/s), per thread count; none for sets recorded before."""
+    measured = (a.provenance.get("memory_bandwidth") or {}).get("threads") or {}
+    for threads, gb_s in sorted(measured.items(), key=lambda t: int(t[0])):
+        rows.at("machine", threads=int(threads))("bandwidth_gb_s", float(gb_s), "GB/s", "provenance.json")
 
 
 def setup_numbers(a: StudyAnalysis, rows: Rows) -> None:

@@ -7,6 +7,7 @@ paper uses that numbers.json lacks fails the build.
 """
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from ..errors import SpecproofError
@@ -33,7 +34,7 @@ def build_numbers(config: dict, manifests: Path, results: Path, out: Path,
     from .benchgoals import cited_goal_rows
     from .cited import cited_rows, read_cited
     from .benchtables import bench_numbers, read_tables
-    from .numbers import Rows, machine_numbers, study_numbers
+    from .numbers import machine_numbers, study_numbers
     from .replicate import config_replicate_numbers
     numbers: dict = bench_numbers(read_tables(benchmarks)) if benchmarks is not None else {}
     numbers.update(cited_goal_rows(numbers, cited))
@@ -47,14 +48,36 @@ def build_numbers(config: dict, manifests: Path, results: Path, out: Path,
     numbers.update(machine_numbers(analyses, shas))
     numbers.update(config_replicate_numbers(config, config["studies"], "config/config.yaml", analyses, shas))
     head = config.get("study", config["studies"][0])
-    rows = Rows(manifest_sha256=manifest_sha256(manifests, head))
-    put = rows.at("paper")
-    put("title", config.get("paper", {}).get("title", "specproof"), "text", "config/config.yaml")
-    put("study", head, "text", "config/config.yaml")
-    put("frozen", is_frozen(manifests, head), "text", "config/config.yaml")
-    numbers.update(rows.out)
+    numbers.update(paper_rows(head, manifests, config.get("paper", {}).get("title", "specproof")))
     write_json(numbers, out)
     return numbers
+
+
+def paper_rows(head: str, manifests: Path, title: str | None) -> dict:
+    """numbers.json's paper.* rows: the title (when given), the head record set (its study
+    and machine as fields of the row) and whether it is frozen."""
+    from .numbers import Rows
+    study, machine = split_set(head)
+    rows = Rows(manifest_sha256=manifest_sha256(manifests, head))
+    put = rows.at("paper")
+    if title is not None:
+        put("title", title, "text", "config/config.yaml")
+    rows.at("paper", attrs={"study_name": study, **({"machine": machine} if machine else {})})(
+        "study", head, "text", "config/config.yaml")
+    put("frozen", is_frozen(manifests, head), "text", "config/config.yaml")
+    return rows.out
+
+
+def paper_inputs(source: Path, numbers: Path, figures: Path, machine_figures: Path | None = None,
+                 cited: Path | None = None) -> dict[str, str]:
+    """The sys.inputs the paper reads: absolute paths of its numbers, figures and cited
+    figures of other work (cited defaults to the source's cited.yaml)."""
+    numbers = Path(numbers).resolve()
+    if not numbers.is_file():
+        raise SpecproofError(f"{numbers}: numbers.json does not exist")
+    return {"numbers": str(numbers), "figures": str(Path(figures).resolve()),
+            "machine_figures": str(Path(machine_figures or figures).resolve()),
+            "cited": str(Path(cited or Path(source).resolve().parent / "cited.yaml").resolve())}
 
 
 def compile_paper(source: Path, pdf: Path, numbers: Path, figures: Path,
@@ -62,19 +85,31 @@ def compile_paper(source: Path, pdf: Path, numbers: Path, figures: Path,
     """Compile with typst (offline); the paper reads numbers, figures and the cited
     figures of other work through sys.inputs so a test build can point them elsewhere."""
     import typst
-    numbers, figures = Path(numbers).resolve(), Path(figures).resolve()
-    cited = Path(cited or Path(source).resolve().parent / "cited.yaml").resolve()
-    machine_figures = Path(machine_figures or figures).resolve()
-    if not numbers.is_file():
-        raise SpecproofError(f"{numbers}: numbers.json does not exist")
+    inputs = paper_inputs(source, numbers, figures, machine_figures, cited)
     try:
-        typst.compile(str(source), output=str(pdf), root="/",
-                      sys_inputs={"numbers": str(numbers), "figures": str(figures),
-                                  "machine_figures": str(machine_figures), "cited": str(cited)})
+        typst.compile(str(source), output=str(pdf), root="/", sys_inputs=inputs)
     except Exception as exc:  # typst raises its own error type with the diagnostics
-        first = str(exc).strip().splitlines()
-        msg = " ".join(line.strip() for line in first[:3]) if first else type(exc).__name__
-        raise SpecproofError(f"{source}: typst failed: {msg}") from None
+        raise SpecproofError(f"{source}: typst failed: {_typst_message(exc)}") from None
+
+
+def failed_claims(source: Path, numbers: Path, figures: Path, machine_figures: Path | None = None,
+                  cited: Path | None = None) -> list[str]:
+    """Every #claim of ``source`` that the numbers do not support, in document order: the
+    source compiled with sys.inputs claims=list, where a failing claim is recorded as
+    metadata labelled <failed-claim> instead of stopping the build at the first."""
+    import typst
+    inputs = paper_inputs(source, numbers, figures, machine_figures, cited) | {"claims": "list"}
+    try:
+        found = typst.query(str(source), "<failed-claim>", field="value", format="json", root="/",
+                            sys_inputs=inputs)
+    except Exception as exc:
+        raise SpecproofError(f"{source}: typst failed: {_typst_message(exc)}") from None
+    return json.loads(found)
+
+
+def _typst_message(exc: Exception) -> str:
+    first = str(exc).strip().splitlines()
+    return " ".join(line.strip() for line in first[:3]) if first else type(exc).__name__
 
 
 def pdf_rebuild_error(pdf: Path, source: Path, numbers: Path, figures: Path,
