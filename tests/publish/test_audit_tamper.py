@@ -392,8 +392,37 @@ def _reserved_dropped(d):
     return {}, ["predictions.json", "field reserved_prompts", gone]
 
 
+def _workload_relabelled(d):
+    """A code prompt's runs filed under chat (per-kind speedups move)."""
+    runs = read_parquet(d / "runs.parquet")
+    i = runs.index[runs["workload"] == "code"][0]
+    runs.loc[runs["prompt_id"] == runs.loc[i, "prompt_id"], "workload"] = "chat"
+    write_parquet(runs, d / "runs.parquet")
+    return {}, ["runs.parquet", "field workload", "prompts.jsonl"]
+
+
+def _target_only_apart(d):
+    """A greedy target-only run given other ids and their text (so H and Q stay consistent)."""
+    runs = read_parquet(d / "runs.parquet")
+    i = runs.index[(runs["path"] == "target") & (runs["temperature"] == 0)][0]
+    runs.at[i, "ids"] = list(runs.at[i, "ids"])[::-1]
+    runs.loc[i, "text"] = "reversed"
+    write_parquet(runs, d / "runs.parquet")
+    return {}, ["runs.parquet", f"row {i}, field ids", "sealed reference.parquet"]
+
+
+def _accepted_raised(d):
+    """A speculative round's accepted raised to its k, committed left as it was."""
+    rounds = read_parquet(d / "rounds.parquet")
+    first = rounds.groupby("run_id")["round"].transform("min") == rounds["round"]
+    i = rounds.index[(rounds["k"] > 0) & (rounds["accepted"] < rounds["k"]) & first][0]
+    rounds.loc[i, "accepted"] = rounds.loc[i, "k"]
+    write_parquet(rounds, d / "rounds.parquet")
+    return {}, ["rounds.parquet", f"row {i}, field committed", "accepted + 1"]
+
+
 @pytest.mark.parametrize("tamper", [_ids_cut, _fewer_tokens, _text_apart, _text_equal_off, _micro_median, _start_erased,
-                                    _reserved_dropped],
+                                    _reserved_dropped, _workload_relabelled, _target_only_apart, _accepted_raised],
                          ids=lambda f: f.__name__.strip("_"))
 def test_a_run_unlike_its_own_identities_fails_the_audit(copy, capsys, cached, tamper):
     """The ids, text, token counts and times a run holds by construction: checked before
@@ -511,6 +540,10 @@ def test_a_manifest_unlike_the_committed_one_fails_the_audit(copy, capsys, cache
     rehash(copy)
     line = audit_line(copy, capsys)
     assert "manifest.json: manifest.json differs from the committed one" in line, line
+    git("add", "manifests")
+    git("commit", "-q", "-m", "re-frozen in place")
+    line = audit_line(copy, capsys)
+    assert "manifest.json: manifest.json was changed after the commit that froze it" in line, line
 
 
 def test_a_benchmark_table_unlike_the_committed_one_or_gone_fails_the_audit(tmp_path):
@@ -541,10 +574,11 @@ def _prov_edits():
     late = lambda p: p | {"captured_at": "2020-01-01T00:00:00+00:00"}  # noqa: E731
     return [({"git": {"commit": "0" * 40, "dirty": False}}, "not a commit of this checkout's history"),
             (late, "after the provenance's captured_at"),
-            ({"study_sha": "f" * 64}, "field study.config_sha256")]
+            ({"study_sha": "f" * 64}, "field study.config_sha256"),
+            ({"alpha": 0.9}, "field study.config differs")]
 
 
-@pytest.mark.parametrize("edit,message", _prov_edits(), ids=["unknown_commit", "captured_before_commit", "config_sha"])
+@pytest.mark.parametrize("edit,message", _prov_edits(), ids=["unknown_commit", "captured_before_commit", "config_sha", "config_alpha"])
 def test_a_provenance_unlike_its_commit_fails_the_audit(edit, message):
     """The provenance's commit is checked against the checkout the set is committed in:
     an unknown commit, a capture time before the commit, a config hash unlike the commit's
@@ -558,6 +592,10 @@ def test_a_provenance_unlike_its_commit_fails_the_audit(edit, message):
         prov = edit(prov)
     elif "study_sha" in edit:
         prov = prov | {"study": prov["study"] | {"config_sha256": edit["study_sha"]}}
+    elif "alpha" in edit:
+        config = prov["study"]["config"]
+        config = config | {"certificate": config.get("certificate", {}) | {"alpha": edit["alpha"]}}
+        prov = prov | {"study": prov["study"] | {"config": config}}
     else:
         prov = prov | edit
     with pytest.raises(SpecproofError, match=message):

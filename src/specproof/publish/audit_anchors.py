@@ -244,6 +244,36 @@ def check_run_identities(dest: Path, reference: pd.DataFrame) -> None:
                         q, "its ids, equal to the sealed reference's,")
 
 
+def check_runs_against_inputs(dest: Path, reference: pd.DataFrame) -> None:
+    """What every run shares with the set's inputs: its workload is the one prompts.jsonl
+    gives its prompt, and a greedy target-only run decodes the sealed reference's ids (the
+    reference is that decode, sealed)."""
+    import json
+    from ..evidence.reference import reference_lookup
+    runs = read_parquet(dest / "runs.parquet")
+    prompts = {p["id"]: p for p in map(json.loads, (dest / "prompts.jsonl").read_text().splitlines()) if p}
+    given = runs["prompt_id"].map(lambda i: prompts.get(i, {}).get("workload"))
+    _identity_error(dest / "runs.parquet", runs, given.notna() & (runs["workload"] != given), "workload", given,
+                    "prompts.jsonl's workload for its prompt")
+    ref = reference_lookup(reference)
+    plain = runs[(runs["path"] == "target") & (runs["temperature"] == 0)]
+    want = pd.Series([ref[(r.target, r.prompt_id)]["ids"] for r in plain.itertuples()], index=plain.index, dtype=object)
+    bad = pd.Series([[int(x) for x in ids] != w for ids, w in zip(plain["ids"], want)], index=plain.index, dtype=bool)
+    _identity_error(dest / "runs.parquet", plain, bad, "ids", want, "the sealed reference.parquet's ids (a greedy target-only run)")
+
+
+def check_round_counts(dest: Path) -> None:
+    """Every round but a run's last commits its accepted drafts plus one token (the
+    correction or bonus; a target-only step commits one): committed = accepted + 1."""
+    rounds = read_parquet(dest / "rounds.parquet")
+    if rounds.empty or "accepted" not in rounds:
+        return
+    last = rounds.groupby("run_id")["round"].transform("max") == rounds["round"]
+    bad = ~last & (rounds["committed"] != rounds["accepted"] + 1)
+    _identity_error(dest / "rounds.parquet", rounds, bad, "committed", rounds["accepted"] + 1,
+                    "accepted + 1 (a round before the run's last)")
+
+
 def check_micro_medians(dest: Path) -> None:
     """Every micro.parquet row's median_ms is the median of its samples_ms."""
     micro = read_parquet(dest / "micro.parquet")
@@ -263,7 +293,9 @@ def _identity_error(path: Path, table: pd.DataFrame, bad: pd.Series, field: str,
 
 
 def _brief(v) -> str:
-    text = repr(v.item() if hasattr(v, "item") else v)
+    if hasattr(v, "tolist"):
+        v = v.tolist()
+    text = repr(v)
     return text if len(text) <= 60 else text[:57] + "..."
 
 
@@ -308,16 +340,22 @@ def committed_manifest_line(dest: Path, set_id: str) -> str:
         return f"{set_id}: not compared with a committed manifest ({path} is not in HEAD)"
     if committed != sha256_file(path):
         raise SpecproofError(f"{path}: manifest.json differs from the committed one (git show HEAD:{path})")
-    return f"{set_id}: manifest.json is the committed one"
+    added = git("log", "--diff-filter=A", "--format=%H", "--", "manifest.json").stdout.decode().split()
+    if added and committed_sha256(dest, "manifest.json", added[-1]) != committed:
+        raise SpecproofError(f"{path}: manifest.json was changed after the commit that froze it ({added[-1][:12]}); "
+                             "a frozen set is never re-frozen in place")
+    return f"{set_id}: manifest.json is the committed one, unchanged since it was frozen"
 
 
 def provenance_commit_line(dest: Path, set_id: str, prov: dict) -> str:
     """The provenance's git commit in the checkout of specproof's code that holds the set: it
-    must be a commit of HEAD's history,
-    no later than the provenance's captured_at, and (for a clean tree) hold the study config
-    whose sha256 the provenance records (study.config_sha256). A report line saying so, or
+    must be a commit of HEAD's history, no later than the provenance's captured_at, and (for
+    a clean tree) hold the study config
+    whose sha256 the provenance records (study.config_sha256) and which parses to its
+    study.config. A report line saying so, or
     why it could not be compared (no git, or the set is not in a checkout)."""
     import hashlib
+    import yaml
     commit, study = (prov.get("git") or {}).get("commit"), prov.get("study") or {}
     where = f"{dest / 'provenance.json'}: field git.commit"
     git = lambda *args: subprocess.run(["git", "-C", str(dest), *args], capture_output=True)  # noqa: E731
@@ -343,14 +381,17 @@ def provenance_commit_line(dest: Path, set_id: str, prov: dict) -> str:
             raise SpecproofError(f"{dest / 'provenance.json'}: field study.config_sha256 is "
                                  f"{str(study.get('config_sha256'))[:12]}, but config/studies/{study['name']}.yaml at "
                                  f"commit {commit[:12]} has sha256 {str(have)[:12]}")
+        if yaml.safe_load(shown.stdout) != study.get("config"):
+            raise SpecproofError(f"{dest / 'provenance.json'}: field study.config differs from config/studies/"
+                                 f"{study['name']}.yaml at commit {commit[:12]}, whose sha256 it records")
     return f"{set_id}: provenance's commit {commit[:12]} is in this checkout's history and holds its study config"
 
 
-def committed_sha256(directory: Path, name: str) -> str | None:
-    """The sha256 of file ``name`` of ``directory`` as committed in HEAD, or None when it is
-    not in HEAD."""
+def committed_sha256(directory: Path, name: str, commit: str = "HEAD") -> str | None:
+    """The sha256 of file ``name`` of ``directory`` as committed in ``commit`` (HEAD), or
+    None when it is not there."""
     import hashlib
-    shown = subprocess.run(["git", "-C", str(directory), "show", f"HEAD:./{name}"], capture_output=True)
+    shown = subprocess.run(["git", "-C", str(directory), "show", f"{commit}:./{name}"], capture_output=True)
     return hashlib.sha256(shown.stdout).hexdigest() if shown.returncode == 0 else None
 
 
