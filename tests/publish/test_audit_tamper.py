@@ -421,8 +421,22 @@ def _accepted_raised(d):
     return {}, ["rounds.parquet", f"row {i}, field committed", "accepted + 1"]
 
 
+def _pit_draws_moved(d):
+    """V moved to 0.999 on a third of the PIT rows, u, u_rank and u_ratio with it, so every
+    row stays within its bounds (the certificate would reject)."""
+    pit = read_parquet(d / "pit.parquet")
+    rows = pit.index[::3]
+    shift = pit.loc[rows, "cdf_below"] + 0.999 * pit.loc[rows, "p_token"] - pit.loc[rows, "u"]
+    for col in ("u", "u_rank", "u_ratio"):
+        pit.loc[rows, col] = pit.loc[rows, col] + shift
+    write_parquet(pit, d / "pit.parquet")
+    first = next(i for i in rows if abs(shift[i]) > 1e-9)
+    return {}, ["pit.parquet", f"row {first}, field u", "seed draws"]
+
+
 @pytest.mark.parametrize("tamper", [_ids_cut, _fewer_tokens, _text_apart, _text_equal_off, _micro_median, _start_erased,
-                                    _reserved_dropped, _workload_relabelled, _target_only_apart, _accepted_raised],
+                                    _reserved_dropped, _workload_relabelled, _target_only_apart, _accepted_raised,
+                                    _pit_draws_moved],
                          ids=lambda f: f.__name__.strip("_"))
 def test_a_run_unlike_its_own_identities_fails_the_audit(copy, capsys, cached, tamper):
     """The ids, text, token counts and times a run holds by construction: checked before

@@ -188,6 +188,25 @@ def check_pit_bounds(dest: Path) -> None:
             _pit_error(dest, pit, bad, col, f"{col} - (u - cdf_below) outside [0, 1 - p_token]")
 
 
+def check_pit_draws(dest: Path) -> None:
+    """Every pit.parquet row's V is the one its run's seed draws: the re-scoring draws V_t
+    for token t = 0, 1, ... from PCG64(SeedSequence([seed_from(run_id), 3])), so
+    u = cdf_below + V_t p_token within ``PIT_TOL`` (u_rank and u_ratio share V_t and are
+    bound to u by ``check_pit_bounds``)."""
+    from ..records import seed_from
+    pit = read_parquet(dest / "pit.parquet")
+    if pit.empty or "t" not in pit:
+        return
+    want = pd.Series(np.nan, index=pit.index)
+    for run_id, rows in pit.groupby("run_id", sort=False):
+        rows = rows.sort_values("t")
+        v = np.random.Generator(np.random.PCG64(np.random.SeedSequence([seed_from(run_id), 3]))).random(
+            int(rows["t"].max()) + 1)
+        want[rows.index] = rows["cdf_below"].to_numpy() + v[rows["t"].to_numpy()] * rows["p_token"].to_numpy()
+    bad = (pit["u"] - want).abs() > PIT_TOL
+    _pit_error(dest, pit, bad, "u", "not cdf_below + V p_token with the V its run's seed draws")
+
+
 def _pit_error(dest: Path, pit: pd.DataFrame, bad: pd.Series, col: str, why: str) -> None:
     if bad.any():
         i = bad.idxmax()
