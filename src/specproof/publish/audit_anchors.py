@@ -235,62 +235,58 @@ def check_run_timings(dest: Path) -> None:
 
 
 def check_run_identities(dest: Path, reference: pd.DataFrame) -> None:
-    """Identities every live run holds by construction: in runs.parquet new_tokens =
-    len(ids) = the sum of its rounds' ``committed`` (rounds.parquet); a run whose ids equal
-    the sealed reference's has its text too (the text is the ids detokenized, so Q implies
-    H): runs.parquet's text, qualification.parquet's text_equal."""
-    from ..evidence.reference import reference_lookup
-    runs = read_parquet(dest / "runs.parquet")
-    lengths = runs["ids"].map(len)
-    _identity_error(dest / "runs.parquet", runs, runs["new_tokens"] != lengths, "new_tokens", lengths, "len(ids)")
-    rounds = read_parquet(dest / "rounds.parquet")
-    if "committed" in rounds and not rounds.empty:
-        committed = runs["run_id"].map(rounds.groupby("run_id")["committed"].sum())
-        bad = committed.notna() & (committed != runs["new_tokens"])
-        _identity_error(dest / "runs.parquet", runs, bad, "new_tokens", committed,
-                        "its rounds' committed tokens in rounds.parquet, summed")
-    ref = reference_lookup(reference)
-    want = [ref[(r.target, r.prompt_id)] for r in runs.itertuples()]
-    bad = pd.Series([[int(x) for x in r.ids] == w["ids"] and r.text != w["text"]
-                     for r, w in zip(runs.itertuples(), want)], index=runs.index, dtype=bool)
-    _identity_error(dest / "runs.parquet", runs, bad, "text", pd.Series([w["text"] for w in want], index=runs.index),
-                    "the sealed reference's text for the same ids")
-    qual = read_parquet(dest / "qualification.parquet")
-    if "text_equal" in qual and not qual.empty:
-        from ..analysis.agreement import recomputed_q
-        q = recomputed_q(qual, reference)
-        _identity_error(dest / "qualification.parquet", qual, q & ~qual["text_equal"].astype(bool), "text_equal",
-                        q, "its ids, equal to the sealed reference's,")
-
-
-def check_runs_against_inputs(dest: Path, reference: pd.DataFrame) -> None:
-    """What every run shares with the set's inputs: its workload is the one prompts.jsonl
-    gives its prompt, and a greedy target-only run decodes the sealed reference's ids (the
-    reference is that decode, sealed)."""
+    """Identities every live run holds by construction, runs.parquet and rounds.parquet
+    read once: token counts (``_token_counts``), agreement with the sealed reference
+    (``_reference_identities``) and each run's workload as prompts.jsonl gives it."""
     import json
-    from ..evidence.reference import reference_lookup
-    runs = read_parquet(dest / "runs.parquet")
+    runs, rounds = read_parquet(dest / "runs.parquet"), read_parquet(dest / "rounds.parquet")
+    _token_counts(dest, runs, rounds)
+    _reference_identities(dest, runs, reference)
     prompts = {p["id"]: p for p in map(json.loads, (dest / "prompts.jsonl").read_text().splitlines()) if p}
     given = runs["prompt_id"].map(lambda i: prompts.get(i, {}).get("workload"))
     _identity_error(dest / "runs.parquet", runs, given.notna() & (runs["workload"] != given), "workload", given,
                     "prompts.jsonl's workload for its prompt")
-    ref = reference_lookup(reference)
-    plain = runs[(runs["path"] == "target") & (runs["temperature"] == 0)]
-    want = pd.Series([ref[(r.target, r.prompt_id)]["ids"] for r in plain.itertuples()], index=plain.index, dtype=object)
-    bad = pd.Series([[int(x) for x in ids] != w for ids, w in zip(plain["ids"], want)], index=plain.index, dtype=bool)
-    _identity_error(dest / "runs.parquet", plain, bad, "ids", want, "the sealed reference.parquet's ids (a greedy target-only run)")
 
 
-def check_round_counts(dest: Path) -> None:
-    """Every round but a run's last commits its accepted drafts plus one token (the
-    correction or bonus; a target-only step commits one): committed = accepted + 1."""
-    rounds = read_parquet(dest / "rounds.parquet")
-    if rounds.empty or "accepted" not in rounds:
+def _token_counts(dest: Path, runs: pd.DataFrame, rounds: pd.DataFrame) -> None:
+    """new_tokens = len(ids) = the sum of its rounds' ``committed``, and every round but a
+    run's last commits its accepted drafts plus one token (the correction or bonus; a
+    target-only step commits one): committed = accepted + 1."""
+    lengths = runs["ids"].map(len)
+    _identity_error(dest / "runs.parquet", runs, runs["new_tokens"] != lengths, "new_tokens", lengths, "len(ids)")
+    if "committed" not in rounds or rounds.empty:
         return
-    last = rounds.groupby("run_id")["round"].transform("max") == rounds["round"]
-    bad = ~last & (rounds["committed"] != rounds["accepted"] + 1)
-    _identity_error(dest / "rounds.parquet", rounds, bad, "committed", rounds["accepted"] + 1,
-                    "accepted + 1 (a round before the run's last)")
+    committed = runs["run_id"].map(rounds.groupby("run_id")["committed"].sum())
+    bad = committed.notna() & (committed != runs["new_tokens"])
+    _identity_error(dest / "runs.parquet", runs, bad, "new_tokens", committed,
+                    "its rounds' committed tokens in rounds.parquet, summed")
+    if "accepted" in rounds:
+        last = rounds.groupby("run_id")["round"].transform("max") == rounds["round"]
+        bad = ~last & (rounds["committed"] != rounds["accepted"] + 1)
+        _identity_error(dest / "rounds.parquet", rounds, bad, "committed", rounds["accepted"] + 1,
+                        "accepted + 1 (a round before the run's last)")
+
+
+def _reference_identities(dest: Path, runs: pd.DataFrame, reference: pd.DataFrame) -> None:
+    """Against the sealed reference: a greedy target-only run decodes its ids (the
+    reference is that decode, sealed), and a run whose ids equal its ids has its text too
+    (the text is the ids detokenized, so Q implies H): runs.parquet's text,
+    qualification.parquet's text_equal."""
+    from ..analysis.agreement import recomputed_q
+    from ..evidence.reference import reference_lookup
+    ref = reference_lookup(reference)
+    want = pd.Series([ref[(r.target, r.prompt_id)] for r in runs.itertuples()], index=runs.index, dtype=object)
+    same = pd.Series([[int(x) for x in ids] == w["ids"] for ids, w in zip(runs["ids"], want)], index=runs.index)
+    plain = (runs["path"] == "target") & (runs["temperature"] == 0)
+    _identity_error(dest / "runs.parquet", runs, plain & ~same, "ids", want.map(lambda w: w["ids"]),
+                    "the sealed reference.parquet's ids (a greedy target-only run)")
+    _identity_error(dest / "runs.parquet", runs, same & (runs["text"] != want.map(lambda w: w["text"])), "text",
+                    want.map(lambda w: w["text"]), "the sealed reference's text for the same ids")
+    qual = read_parquet(dest / "qualification.parquet")
+    if "text_equal" in qual and not qual.empty:
+        q = recomputed_q(qual, reference)
+        _identity_error(dest / "qualification.parquet", qual, q & ~qual["text_equal"].astype(bool), "text_equal",
+                        q, "its ids, equal to the sealed reference's,")
 
 
 def check_micro_medians(dest: Path) -> None:
@@ -307,14 +303,13 @@ def _identity_error(path: Path, table: pd.DataFrame, bad: pd.Series, field: str,
     """One line naming the first row where ``bad`` holds: its ``field`` against ``want``."""
     if bad.any():
         i = bad.idxmax()
-        raise SpecproofError(f"{path}: row {i}, field {field} is {_brief(table.loc[i, field])}; "
-                             f"{what} give {_brief(want[i])}")
+        raise SpecproofError(f"{path}: row {i}, field {field} is {_short(table.loc[i, field])}; "
+                             f"{what} give {_short(want[i])}")
 
 
-def _brief(v) -> str:
-    if hasattr(v, "tolist"):
-        v = v.tolist()
-    text = repr(v)
+def _short(v) -> str:
+    """A value for an error line: its repr (arrays as lists), cut to 60 characters."""
+    text = repr(v.tolist() if hasattr(v, "tolist") else v)
     return text if len(text) <= 60 else text[:57] + "..."
 
 
