@@ -324,6 +324,7 @@ EXERCISED: dict[str, list[How]] = {
     ".venv/bin/python benchmarks/certificate_power.py": [HELP],
     ".venv/bin/python benchmarks/planted_loop.py": [HELP],
     ".venv/bin/python benchmarks/bandwidth.py": [HELP],
+    ".venv/bin/python benchmarks/advise_check.py": [HELP],
     ".venv/bin/python benchmarks/llama_speculative.py --quick": [HELP],
     ".venv/bin/python benchmarks/llama_speculative.py --pairs qwen --k 4 --fixed-goal 1.05 "
     "--table llama_speculative_qwen_k4": [HELP],

@@ -239,6 +239,20 @@ def _advise_prompts(a, sources: list[tuple[str, str]], target, models) -> list[l
     return prompts
 
 
+def _check_sources(a) -> list[tuple[str, str]]:
+    """(flag, text) of each --check-prompt-file, after checking --probe-seconds and that
+    check prompts come with --check."""
+    if a.probe_seconds is not None and not a.probe_seconds > 0:
+        raise ConfigError(f"--probe-seconds: {a.probe_seconds}: must be > 0")
+    if a.check_prompt_file and not a.check:
+        raise ConfigError("--check-prompt-file: only with --check")
+    out = [("--check-prompt-file", _read_text(Path(f), "--check-prompt-file")) for f in a.check_prompt_file or []]
+    for where, text in out:
+        if not text.strip():
+            raise ConfigError(f"{where}: empty prompt: give some text")
+    return out
+
+
 def cmd_advise(a) -> int:
     from .evidence.advise import advise, realized_speedup
     from .models.loader import load_backend, load_drafter
@@ -247,19 +261,24 @@ def cmd_advise(a) -> int:
     target_spec, draft_spec = _specs(a)
     if draft_spec is None:
         raise ConfigError("--draft-backend: advise needs a draft (llama, hf, mock or ngram)")
+    unseen = _check_sources(a)
     models = _preflight(target_spec, draft_spec)
     log = _logger(a.json)
     log("loading models ...")
     target = load_backend(target_spec)
     prompts = _advise_prompts(a, sources, target, models)
+    checked = _advise_prompts(a, unseen, target, models) if unseen else prompts
     drafter = load_drafter(draft_spec, target, a.temperature, a.seed)
     log("measuring verify cost v(B), draft step cost, and acceptance by position ...")
     with heartbeat("advise", stream=sys.stderr):
-        res = advise(target, drafter, prompts, k_max=a.k_max, temperature=a.temperature, seed=a.seed)
+        res = advise(target, drafter, prompts, k_max=a.k_max, temperature=a.temperature, seed=a.seed,
+                     budget_s=a.probe_seconds, future_prompts=len(checked) if a.check else None)
         if a.check:
-            log(f"checking: realized speedup at K={res['k']} ...")
-            res["realized_speedup"] = realized_speedup(target, drafter, prompts, res["k"], a.temperature,
+            log(f"checking: realized speedup at K={res['k']} on {len(checked)} "
+                f"{'unseen' if unseen else 'probe'} prompts ...")
+            res["realized_speedup"] = realized_speedup(target, drafter, checked, res["k"], a.temperature,
                                                        seed=a.seed, max_new_tokens=ADVISE_TOKENS)
+            res["check_prompts"], res["check_unseen"] = len(checked), bool(unseen)
     if a.json:
         from .records import strict_json
         print(strict_json({**res, "provenance": _provenance(target, drafter)}))
@@ -284,12 +303,16 @@ def print_advice(res: dict, target: str, check: bool) -> None:
     verdict = "enable speculation" if res["enable"] else "do NOT enable speculation (predicted slower)"
     level = round(100 * BOOTSTRAP_LEVEL)
     print(f"advice: {verdict}, K={res['k']}, predicted {num(res['predicted_speedup'])}x "
-          f"[{num(res['predicted_low'])}, {num(res['predicted_high'])}] ({level}% interval from the probe's "
-          f"noise; micro-benchmark model {num(res['micro_predicted_speedup'])}x) ({res['seconds']:.0f} s to measure)")
+          f"[{num(res['predicted_low'])}, {num(res['predicted_high'])}] ({level}% prediction interval over "
+          f"{res['probe_prompts']} probe prompts; micro-benchmark model {num(res['micro_predicted_speedup'])}x) ({res['seconds']:.0f} s to measure)")
     if res["enable"] and res["predicted_low"] <= 1 or not res["enable"] and res["predicted_high"] >= 1:
         print("note: the interval includes 1: the probe cannot tell whether speculation pays here")
     if check:
-        print(f"realized at K={res['k']}: {num(res['realized_speedup'])}x")
+        real, low, high = res["realized_speedup"], res["predicted_low"], res["predicted_high"]
+        where = "unseen prompts" if res["check_unseen"] else "the probe's own prompts (not unseen)"
+        print(f"realized at K={res['k']} on {res['check_prompts']} {where}: {num(real)}x; predicted "
+              f"{num(res['predicted_speedup'])}x, off by {num(100 * (res['predicted_speedup'] / real - 1), '+.0f')}%; "
+              f"the interval {'covered' if low <= real <= high else 'did NOT cover'} it")
 
 
 def cmd_stage(a) -> int:
@@ -495,7 +518,12 @@ def _advise_parser(sub) -> argparse.ArgumentParser:
     _add_model_flags(ad)
     _add_prompt_flags(ad, repeatable=True, default="one code prompt, one chat instruction")
     ad.add_argument("--k-max", type=int, default=8, metavar="K", help="the largest K measured and predicted")
+    ad.add_argument("--probe-seconds", type=float, metavar="S",
+                    help="stop probing new prompts after S seconds, two prompts at least (default: probe all)")
     ad.add_argument("--check", action="store_true", help="also measure the realized speedup at the advised K")
+    ad.add_argument("--check-prompt-file", action="append", metavar="PATH",
+                    help="a prompt the check runs on and the probe never sees (repeatable; "
+                         "default: the probe's prompts)")
     _add_run_flags(ad)
     return ad
 

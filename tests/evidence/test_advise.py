@@ -61,18 +61,19 @@ V_ISO = {b: 10.0 + 1.5 * (b - 1) for b in range(1, 6)}
 
 
 def probe_records(k_max=4, a=6.0, b=3.0, rho=1.3, t_target=12.0, x=0.4, noise=0.0, seed=0, rounds_per_k=6,
-                  accepted=lambda i, d: min(d, i % 3)):
+                  accepted=lambda i, d: min(d, i % 3), prompts=(0, 1)):
     """Probe records a real probe would write: isolated verify samples at v_iso(B) and a
     draft step at b; target-only rounds of ``t_target`` ms; speculative rounds asked for
     K_max, 1, K_max, 2, ... (CyclePolicy), each drafting d tokens in a + b d ms, verifying
     in rho v_iso(d + 1) ms, with ``x`` ms of residual, accepting ``accepted(i, d)`` tokens
-    in its i-th round (default 0, 1, 2, 0, ... capped by d). ``noise``: relative lognormal noise on every time."""
+    in its i-th round (default 0, 1, 2, 0, ... capped by d; ``accepted(i, d, prompt)`` where
+    it takes three arguments). ``noise``: relative lognormal noise on every time."""
     import pandas as pd
     from specproof.evidence.advise import CyclePolicy
     rng = np.random.default_rng(seed)
     jitter = (lambda: float(np.exp(noise * rng.standard_normal()))) if noise else (lambda: 1.0)
     rows = []
-    for prompt in (0, 1):
+    for prompt in prompts:
         for i in range(12):
             ns = int(t_target * jitter() * 1e6)
             rows.append(dict(path="target", prompt=prompt, requested=0, k=0, accepted=0, committed=1,
@@ -81,7 +82,7 @@ def probe_records(k_max=4, a=6.0, b=3.0, rho=1.3, t_target=12.0, x=0.4, noise=0.
         policy = CyclePolicy(k_max)
         for i in range(rounds_per_k * 2 * (k_max - 1)):
             d = policy.next_k()
-            acc = accepted(i, d)
+            acc = accepted(i, d, prompt) if accepted.__code__.co_argcount == 3 else accepted(i, d)
             draft, verify = (a + b * d) * jitter(), rho * V_ISO[d + 1] * jitter()
             rows.append(dict(path="speculative", prompt=prompt, requested=d, k=d, accepted=acc, committed=acc + 1,
                              verify_positions=d + 1, draft_ns=int(draft * 1e6), replay_ns=0,
@@ -106,7 +107,7 @@ def test_the_loop_model_recovers_the_in_loop_costs_and_predicts_the_loop_speedup
     from specproof.decode.costmodel import acceptance_by_position
     from specproof.evidence.advise import predict, predict_loop
     micro, rounds = probe_records()
-    res = predict_loop(micro, rounds, 4)
+    res = predict_loop(micro, rounds, 4, unit="rounds")
     assert res["draft_round_overhead_ms"] == pytest.approx(6.0, rel=1e-5)
     assert res["draft_step_ms"] == pytest.approx(3.0, rel=1e-5)
     assert res["verify_loop_ratio"] == pytest.approx(1.3, rel=1e-5)
@@ -124,21 +125,21 @@ def test_the_loop_model_recovers_the_in_loop_costs_and_predicts_the_loop_speedup
     # no timing noise: the interval is acceptance's sampling noise alone
     assert res["predicted_low"] < res["predicted_speedup"] < res["predicted_high"]
     # and with every round accepting the same, nothing varies: the interval is the point
-    res = predict_loop(*probe_records(accepted=lambda i, d: d), 4)
+    res = predict_loop(*probe_records(accepted=lambda i, d: d), 4, unit="rounds")
     assert res["predicted_low"] == pytest.approx(res["predicted_speedup"], rel=1e-9)
     assert res["predicted_high"] == pytest.approx(res["predicted_speedup"], rel=1e-9)
 
 
-def test_the_interval_covers_the_point_and_widens_with_the_probe_noise():
+def test_the_rounds_interval_covers_the_point_and_widens_with_the_probe_noise():
     from specproof.evidence.advise import predict_loop
     widths = []
     for noise in (0.05, 0.3):
-        res = predict_loop(*probe_records(noise=noise, seed=1), 4)
+        res = predict_loop(*probe_records(noise=noise, seed=1), 4, unit="rounds")
         assert res["predicted_low"] < res["predicted_speedup"] < res["predicted_high"]
         widths.append(res["predicted_high"] - res["predicted_low"])
     assert widths[1] > 2 * widths[0]
     # seeded: the audit recomputes the same interval
-    again = predict_loop(*probe_records(noise=0.3, seed=1), 4)
+    again = predict_loop(*probe_records(noise=0.3, seed=1), 4, unit="rounds")
     assert again["predicted_high"] - again["predicted_low"] == widths[1]
 
 
@@ -153,7 +154,7 @@ def test_the_audit_recomputes_a_loop_row_with_the_loop_model_and_an_old_row_with
                              "predicted_low": 0.0, "predicted_high": 0.0, "micro_predicted_speedup": 0.0}])
     tag = lambda df: df.assign(pair="p")  # noqa: E731
     out = recompute_advise(summary, tag(micro), tag(rounds), tag(runs)).iloc[0]
-    loop, old = predict_loop(micro, rounds, 4), predict(micro, rounds, 4)
+    loop, old = predict_loop(micro, rounds, 4, unit="rounds"), predict(micro, rounds, 4)
     assert out["predicted_speedup"] == loop["predicted_speedup"] and out["k"] == loop["k"]
     assert (out["predicted_low"], out["predicted_high"]) == (loop["predicted_low"], loop["predicted_high"])
     assert out["micro_predicted_speedup"] == old["table"][loop["k"] - 1]["predicted_speedup"]
@@ -161,3 +162,57 @@ def test_the_audit_recomputes_a_loop_row_with_the_loop_model_and_an_old_row_with
     frozen = summary.drop(columns=["model", "predicted_low", "predicted_high", "micro_predicted_speedup"])
     out = recompute_advise(frozen, tag(micro), tag(rounds), tag(runs)).iloc[0]
     assert out["predicted_speedup"] == old["predicted_speedup"] and out["k"] == old["k"]
+
+
+def test_the_audit_recomputes_a_prompts_interval_for_as_many_prompts_as_the_check_ran():
+    import pandas as pd
+    from specproof.analysis.summaries import recompute_advise
+    from specproof.evidence.advise import predict_loop
+    micro, rounds = probe_records(noise=0.1, prompts=range(4), accepted=lambda i, d, p: min(d, (i + p) % 3))
+    runs = pd.DataFrame({"path": ["target", "speculative"] * 3, "prompt": [0, 0, 1, 1, 2, 2],
+                         "new_tokens": [10] * 6, "decode_ns": [200, 100] * 3})
+    summary = pd.DataFrame([{"pair": "p", "k": 0, "predicted_speedup": 0.0, "realized_speedup": 0.0,
+                             "enable": False, "draft_to_target_ratio": 0.0, "model": "loop",
+                             "predicted_low": 0.0, "predicted_high": 0.0, "micro_predicted_speedup": 0.0,
+                             "interval_unit": "prompts", "probe_prompts": 0, "future_prompts": 0}])
+    tag = lambda df: df.assign(pair="p")  # noqa: E731
+    out = recompute_advise(summary, tag(micro), tag(rounds), tag(runs)).iloc[0]
+    loop = predict_loop(micro, rounds, 4, future_prompts=3)
+    assert (out["predicted_low"], out["predicted_high"]) == (loop["predicted_low"], loop["predicted_high"])
+    assert (out["probe_prompts"], out["future_prompts"], out["interval_unit"]) == (4, 3, "prompts")
+
+
+def test_the_prompt_interval_carries_the_spread_between_prompts():
+    """Prompts alike (no timing noise, the same acceptance): the interval over prompts is
+    the point. Prompts that differ in acceptance: it widens, more so for a check on fewer
+    new prompts, and it is wider than the rounds interval, which sees only round noise."""
+    from specproof.evidence.advise import predict_loop
+    alike = predict_loop(*probe_records(prompts=range(6)), 4)
+    assert alike["predicted_low"] == pytest.approx(alike["predicted_speedup"], rel=1e-9)
+    assert alike["predicted_high"] == pytest.approx(alike["predicted_speedup"], rel=1e-9)
+    differ = probe_records(prompts=range(6), accepted=lambda i, d, p: min(d, (i % 2) * p))
+    width = lambda r: r["predicted_high"] - r["predicted_low"]  # noqa: E731
+    many, few = predict_loop(*differ, 4, future_prompts=40), predict_loop(*differ, 4, future_prompts=2)
+    assert many["predicted_low"] < many["predicted_speedup"] < many["predicted_high"]
+    assert width(few) > 1.3 * width(many)
+    assert width(many) > width(predict_loop(*differ, 4, unit="rounds"))
+    assert many["probe_prompts"] == 6 and many["interval_unit"] == "prompts"
+
+
+def test_the_prompt_interval_covers_new_prompts_drawn_like_the_probes():
+    """A population of prompts whose acceptance differs: probe 8, then take the loop
+    model's speedup on 24 other prompts as what a check would realize. Over 40 such
+    studies the 95% interval covers it in most (binomial: 0.95 expected, 0.8 bound)."""
+    from specproof.evidence.advise import predict_loop
+    rng = np.random.default_rng(7)
+    covered = 0
+    for trial in range(40):
+        rate = rng.beta(2, 2, size=32)
+        accept = lambda i, d, p: int(min(d, rng.geometric(1 - 0.95 * rate[p]) - 1))  # noqa: E731
+        probe = probe_records(prompts=range(8), accepted=accept, noise=0.05, seed=trial, rounds_per_k=2)
+        check = probe_records(prompts=range(8, 32), accepted=accept, noise=0.05, seed=trial + 100,
+                              rounds_per_k=2)
+        pred = predict_loop(*probe, 4, resamples=200, future_prompts=24)
+        truth = predict_loop(*check, 4, resamples=0)["table"][pred["k"] - 1]["predicted_speedup"]
+        covered += pred["predicted_low"] <= truth <= pred["predicted_high"]
+    assert covered >= 32

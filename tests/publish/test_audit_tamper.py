@@ -306,6 +306,35 @@ def _decode_ns(d):
     return {}, ["runs.parquet", "row 0, field decode_ns", "round_ns"]
 
 
+def _retimed(d, scale: float, which) -> None:
+    """The rounds of the runs ``which`` selects scaled by ``scale``, their decode_ns and
+    tokens_per_s made to match: every identity between runs and rounds still holds."""
+    runs, rounds = read_parquet(d / "runs.parquet"), read_parquet(d / "rounds.parquet")
+    ids = runs.loc[which(runs), "run_id"]
+    hit = rounds["run_id"].isin(ids)
+    rounds.loc[hit, "round_ns"] = (rounds.loc[hit, "round_ns"] * scale).astype("int64")
+    total = rounds.groupby("run_id")["round_ns"].sum()
+    sel = runs["run_id"].isin(ids)
+    runs.loc[sel, "decode_ns"] = runs.loc[sel, "run_id"].map(total)
+    runs.loc[sel, "tokens_per_s"] = runs.loc[sel, "new_tokens"] / (runs.loc[sel, "decode_ns"] / 1e9)
+    write_parquet(rounds, d / "rounds.parquet")
+    write_parquet(runs, d / "runs.parquet")
+
+
+def _faster_than_the_clock(d):
+    """Every speculative run's rounds 15% shorter, consistently: speculation looks faster,
+    but the runs now end well before the next one started."""
+    _retimed(d, 0.85, lambda runs: runs["path"] == "speculative")
+    return {}, ["runs.parquet", "field decode_ns", "shorter than the clock"]
+
+
+def _slower_than_the_clock(d):
+    """One target-only run's rounds made twice as long: speculation looks faster against
+    it, but the run now outlasts the time until its pair's next run started."""
+    _retimed(d, 2.0, lambda runs: runs.index == runs.index[runs["path"] == "target"][5])
+    return {}, ["runs.parquet", "field decode_ns", "longer than the time until its pair's next run"]
+
+
 def _downgrade(d):
     """a09: the newer raw records deleted (the seal folded back into its earlier form), so
     the set reads as format 1 and its numbers would come from editable summaries."""
@@ -449,7 +478,7 @@ def test_a_run_unlike_its_own_identities_fails_the_audit(copy, capsys, cached, t
 
 @pytest.mark.parametrize("tamper", [_seal_after_reserved, _reference_sealed_late, _runs_shifted, _run_order,
                                     _provenance, _prompts, _pit_uniform, _pit_rank, _tokens_per_s, _decode_ns,
-                                    _downgrade], ids=lambda f: f.__name__.strip("_"))
+                                    _downgrade, _faster_than_the_clock, _slower_than_the_clock], ids=lambda f: f.__name__.strip("_"))
 def test_a_raw_record_unlike_its_seals_times_or_identities_fails_the_audit(copy, capsys, cached, tamper):
     """Checked before the analysis, so the cached one of the untouched set never serves."""
     edits, names = tamper(set_dir(copy / "manifests", SET))

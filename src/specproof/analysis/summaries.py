@@ -138,12 +138,23 @@ def recompute_advise(summary: pd.DataFrame, micro: pd.DataFrame, rounds: pd.Data
         k_max = int(r["k_max"].iloc[0])
         micro_model = predict(m, r, k_max)
         if row.get("model") == "loop":
-            res = predict_loop(m, r, k_max)
+            res = predict_loop(m, r, k_max, **_interval_of(row, n))
             extra = {"predicted_low": res["predicted_low"], "predicted_high": res["predicted_high"],
                      "micro_predicted_speedup": micro_model["table"][res["k"] - 1]["predicted_speedup"]}
+            if "interval_unit" in row:
+                extra.update({c: res[c] for c in ("interval_unit", "probe_prompts", "future_prompts")})
         else:  # a set written before the loop model: the micro-benchmark model was the advice
             res, extra = micro_model, {}
         out.append({**row, "k": res["k"], "predicted_speedup": res["predicted_speedup"],
                     "enable": res["enable"], "draft_to_target_ratio": res["draft_to_target_ratio"],
                     "realized_speedup": realized_from_runs(n), **extra})
     return pd.DataFrame(out, columns=summary.columns)
+
+
+def _interval_of(row: dict, runs: pd.DataFrame) -> dict:
+    """``predict_loop``'s interval arguments for a loop row: over prompts, for as many new
+    prompts as the realized runs hold, where the row says 'prompts'; a row written before
+    the interval over prompts (no ``interval_unit``) had the rounds interval."""
+    if row.get("interval_unit", "rounds") != "prompts":
+        return {"unit": "rounds"}
+    return {"unit": "prompts", "future_prompts": int(runs["prompt"].nunique())}

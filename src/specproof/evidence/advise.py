@@ -51,7 +51,7 @@ from ..decode.policies import FixedPolicy, Policy
 from ..models.loader import ModelPool
 from ..records import write_parquet
 from ..study.config import Study
-from ..study.workloads import prompt_ids, split_of
+from ..study.workloads import interleaved_by_workload, prompt_ids, split_of
 from .micro import time_forward
 
 
@@ -77,16 +77,21 @@ class CyclePolicy(Policy):
 
 def advise(target: Backend, drafter: Drafter, prompts: list[list[int]], k_max: int = 8,
            temperature: float = 0.0, probe_tokens: int = 48, repeats: int = 5, seed: int = 0,
-           records: dict | None = None) -> dict:
+           records: dict | None = None, budget_s: float | None = None,
+           future_prompts: int | None = None) -> dict:
     """Measure (verify cost, draft step cost, a probe at K_max per prompt) and predict
-    with ``predict``. ``records``, when given, receives the measurements the prediction
-    is computed from: ``records["micro"]`` (one row per timed call kind: measure
-    'verify' at B or 'draft', samples_ms) and ``records["rounds"]`` (the probe's rounds:
-    path 'target' or 'speculative', prompt index, requested, k_max, the round columns)."""
+    with ``predict_loop`` (interval over prompts, for ``future_prompts`` new ones). The
+    probe takes the prompts in order until ``budget_s`` seconds (counted from the start,
+    timed calls included) are spent, and at least two (all, without a budget).
+    ``records``, when given, receives the measurements the prediction is computed from:
+    ``records["micro"]`` (one row per timed call kind: measure 'verify' at B or 'draft',
+    samples_ms) and ``records["rounds"]`` (the probe's rounds: path 'target' or
+    'speculative', prompt index, requested, k_max, the round columns)."""
     t0 = time.perf_counter()
     with watch() as w:
         micro = _measured_calls(target, drafter, prompts[0], k_max, repeats)
-        frames = _probe_rounds(target, drafter, prompts, k_max, DecodeSettings(probe_tokens, temperature, seed))
+        frames = _probe_rounds(target, drafter, prompts, k_max, DecodeSettings(probe_tokens, temperature, seed),
+                               None if budget_s is None else t0 + budget_s)
     warn_if_busy("advise", [w.share])
     import pandas as pd
     rounds = pd.concat(frames, ignore_index=True).assign(k_max=k_max)
@@ -94,7 +99,7 @@ def advise(target: Backend, drafter: Drafter, prompts: list[list[int]], k_max: i
     if records is not None:
         records["micro"], records["rounds"] = micro, rounds
     micro_model = predict(micro, rounds, k_max)
-    res = predict_loop(micro, rounds, k_max)
+    res = predict_loop(micro, rounds, k_max, future_prompts=future_prompts)
     res["micro_model"] = micro_model
     res["micro_predicted_speedup"] = micro_model["table"][res["k"] - 1]["predicted_speedup"]
     return {**res, "seconds": time.perf_counter() - t0, "other_cpu_share": w.share}
@@ -113,10 +118,13 @@ def _measured_calls(target: Backend, drafter: Drafter, ctx: list[int], k_max: in
 
 
 def _probe_rounds(target: Backend, drafter: Drafter, prompts: list[list[int]], k_max: int,
-                  settings: DecodeSettings) -> list:
-    """The probe's rounds per prompt: target-only, then speculative with K cycling 1..K_max."""
+                  settings: DecodeSettings, deadline: float | None = None) -> list:
+    """The probe's rounds per prompt: target-only, then speculative with K cycling 1..K_max;
+    prompts in order, stopping after the first two once ``perf_counter`` passes ``deadline``."""
     frames = []
     for i, ids in enumerate(prompts):
+        if i >= 2 and deadline is not None and time.perf_counter() >= deadline:
+            break
         base = decode_target_only(target, ids, settings).rounds_frame()
         frames.append(base.assign(path="target", prompt=i, requested=0))
         policy = CyclePolicy(k_max)
@@ -194,13 +202,22 @@ def _loop_terms(target_rounds: dict, spec: dict, verify_samples: dict[int, np.nd
 
 
 def predict_loop(micro: "pd.DataFrame", rounds: "pd.DataFrame", k_max: int,
-                 resamples: int = BOOTSTRAP_RESAMPLES, level: float = BOOTSTRAP_LEVEL, seed: int = 0) -> dict:
+                 resamples: int = BOOTSTRAP_RESAMPLES, level: float = BOOTSTRAP_LEVEL, seed: int = 0,
+                 unit: str = "prompts", future_prompts: int | None = None) -> dict:
     """The prediction from the probe's own rounds (see the module docstring): S(K) with
     t_T, the draft round fit (a, b), rho and x measured in the loop, and the isolated
     verify curve's shape. ``predicted_low``/``predicted_high``: the ``level`` percentile
-    interval of S(K*) over ``resamples`` bootstrap resamples (seeded by ``seed``) of the
-    probe rounds (within prompt and requested K; target-only rounds within prompt) and of
-    each B's verify samples. Keys as ``predict``'s, plus those."""
+    interval of S(K*) over ``resamples`` bootstrap replicates (seeded by ``seed``), each
+    with every B's verify samples resampled and the probe's rounds drawn by ``unit``:
+
+    'prompts' (a prediction interval for new prompts): n of the n probe prompts drawn
+        with replacement, each with all its rounds (so the spread between prompts is in
+        it); with ``future_prompts`` m, m prompts then drawn from those n, so the
+        interval is for the pooled speedup over m new prompts (Var ~ s^2/n + s^2/m);
+    'rounds' (sets frozen before the prompt interval): rounds resampled within prompt and
+        requested K, target-only rounds within prompt; the probe's noise alone.
+
+    Keys as ``predict``'s, plus those."""
     cols = ["k", "accepted", "requested", "draft_ns", "replay_ns", "verify_ns", "residual_ns",
             "verify_positions"]
     t_df, s_df = rounds[rounds["path"] == "target"], rounds[rounds["path"] == "speculative"]
@@ -208,24 +225,17 @@ def predict_loop(micro: "pd.DataFrame", rounds: "pd.DataFrame", k_max: int,
     spec = {c: s_df[c].to_numpy(dtype=float) for c in cols}
     vs = {int(r.B): np.asarray(list(r.samples_ms), dtype=float)
           for r in micro[micro["measure"] == "verify"].itertuples()}
-    full = s_df["requested"].to_numpy() == k_max
-    lengths = (s_df["k"].to_numpy()[full] if full.any() else s_df["k"].to_numpy())
-    speedup, terms = _loop_terms(tgt, spec, vs, k_max, lengths)
+    speedup, terms = _loop_terms(tgt, spec, vs, k_max, _full_lengths(spec, k_max))
     best = int(np.argmax(speedup))
     rng = np.random.Generator(np.random.PCG64(seed))
-    t_groups = [np.flatnonzero(t_df["prompt"].to_numpy() == p) for p in np.unique(t_df["prompt"])]
-    s_keys = s_df["prompt"].astype(str).to_numpy() + "|" + s_df["requested"].astype(str).to_numpy()
-    s_groups = [np.flatnonzero(s_keys == g) for g in np.unique(s_keys)]
+    draw_rows = _prompt_draws(t_df, s_df, future_prompts) if unit == "prompts" else _round_draws(t_df, s_df)
     draws = []
     for _ in range(resamples):
-        ti = np.concatenate([g[rng.integers(0, len(g), len(g))] for g in t_groups])
-        si = np.concatenate([g[rng.integers(0, len(g), len(g))] for g in s_groups])
+        ti, si = draw_rows(rng)
         vb = {b: v[rng.integers(0, len(v), len(v))] for b, v in vs.items()}
-        s_full = spec["requested"][si] == k_max
-        s_len = spec["k"][si][s_full] if s_full.any() else spec["k"][si]
-        s_b, _ = _loop_terms({c: a[ti] for c, a in tgt.items()}, {c: a[si] for c, a in spec.items()}, vb,
-                             k_max, s_len)
-        draws.append(s_b[best])
+        s_b = {c: a[si] for c, a in spec.items()}
+        s_k, _ = _loop_terms({c: a[ti] for c, a in tgt.items()}, s_b, vb, k_max, _full_lengths(s_b, k_max))
+        draws.append(s_k[best])
     tail = (1 - level) / 2
     low, high = (float(q) for q in np.quantile(draws, [tail, 1 - tail])) if draws else (float("nan"),) * 2
     table = [{"k": k, "expected_committed": float(terms["e_c"][k - 1]), "round_ms": float(terms["round_ms"][k - 1]),
@@ -237,7 +247,47 @@ def predict_loop(micro: "pd.DataFrame", rounds: "pd.DataFrame", k_max: int,
             "draft_step_ms": b, "draft_round_overhead_ms": a, "residual_ms": terms["x"],
             "target_ms_per_token": terms["t_target"],
             "alpha": [None if not np.isfinite(x) else float(x) for x in terms["alpha"]],
-            "draft_to_target_ratio": b / terms["t_target"]}
+            "draft_to_target_ratio": b / terms["t_target"], "interval_unit": unit,
+            "probe_prompts": int(s_df["prompt"].nunique()), "future_prompts": future_prompts}
+
+
+def _full_lengths(spec: dict, k_max: int) -> np.ndarray:
+    """The proposal lengths of the rounds that asked for K_max (all rounds if none did):
+    at K the drafter proposes min(K, length)."""
+    full = spec["requested"] == k_max
+    return spec["k"][full] if full.any() else spec["k"]
+
+
+def _groups(keys: np.ndarray) -> list[np.ndarray]:
+    return [np.flatnonzero(keys == g) for g in np.unique(keys)]
+
+
+def _round_draws(t_df: "pd.DataFrame", s_df: "pd.DataFrame"):
+    """A replicate's (target-only, speculative) row indices: rounds resampled within
+    prompt (target-only) and within prompt and requested K (speculative)."""
+    t_groups = _groups(t_df["prompt"].to_numpy())
+    s_groups = _groups(s_df["prompt"].astype(str).to_numpy() + "|" + s_df["requested"].astype(str).to_numpy())
+
+    def draw(rng):
+        return tuple(np.concatenate([g[rng.integers(0, len(g), len(g))] for g in groups])
+                     for groups in (t_groups, s_groups))
+    return draw
+
+
+def _prompt_draws(t_df: "pd.DataFrame", s_df: "pd.DataFrame", future: int | None):
+    """A replicate's (target-only, speculative) row indices: n of the n probe prompts
+    drawn with replacement, then (``future`` = m) m drawn from those; each drawn prompt
+    brings all its rounds of both paths."""
+    prompts = np.unique(np.concatenate([t_df["prompt"].to_numpy(), s_df["prompt"].to_numpy()]))
+    t_rows = {p: np.flatnonzero(t_df["prompt"].to_numpy() == p) for p in prompts}
+    s_rows = {p: np.flatnonzero(s_df["prompt"].to_numpy() == p) for p in prompts}
+
+    def draw(rng):
+        chosen = prompts[rng.integers(0, len(prompts), len(prompts))]
+        if future:
+            chosen = chosen[rng.integers(0, len(chosen), future)]
+        return (np.concatenate([t_rows[p] for p in chosen]), np.concatenate([s_rows[p] for p in chosen]))
+    return draw
 
 
 def realized_speedup(target: Backend, drafter: Drafter, prompts: list[list[int]], k: int,
@@ -271,38 +321,39 @@ def realized_from_runs(runs: "pd.DataFrame") -> float:
 
 def advise_study(study: Study, prompt_set: list[dict], out: Path, micro_out: Path | None = None,
                  rounds_out: Path | None = None, runs_out: Path | None = None) -> None:
-    """Per pair: the advised K and predicted speedup (probe on the discovery prompts; the
-    loop model, ``model`` 'loop', with its interval ``predicted_low``/``predicted_high``
-    and the micro-benchmark model's prediction at that K, ``micro_predicted_speedup``),
-    and the realized speedup at that K on the reserved prompts (greedy). The summary goes
-    to ``out``; the measurements it is computed from, each row with its pair, to
+    """Per pair: the advised K and predicted speedup (probe on the discovery prompts taken
+    in turn from each workload, for ``study.advise["probe_seconds"]``; the loop model,
+    ``model`` 'loop', with its prediction interval over prompts for as many new prompts
+    as the reserved split holds, ``predicted_low``/``predicted_high``, and the
+    micro-benchmark model's prediction at that K, ``micro_predicted_speedup``), and the
+    realized speedup at that K on the reserved prompts (greedy). The summary goes to
+    ``out``; the measurements it is computed from, each row with its pair, to
     ``micro_out`` (timed calls), ``rounds_out`` (probe rounds) and ``runs_out`` (the
     realized runs), the raw records the audit recomputes the summary from."""
     import pandas as pd
     discovery, reserved = split_of(prompt_set, study.prediction["discovery_fraction"])
-    pool, rows = ModelPool(study), []
-    micro, rounds, runs = [], [], []
+    pool, rows, frames = ModelPool(study), [], {"micro": [], "rounds": [], "runs": []}
     for _, pair, target in tqdm(pool.each_pair(study.pairs), total=len(study.pairs), desc="advise",
                                 unit="pair"):
         drafter = pool.drafter(pair["draft"], target, 0.0, study.settings["seed"])
-        probe = [prompt_ids(target, r) for r in discovery[:2]]
+        probe = [prompt_ids(target, r) for r in interleaved_by_workload(discovery)]
         rec: dict = {}
         res = advise(target, drafter, probe, k_max=STUDY_K_MAX, probe_tokens=study.settings["max_new_tokens"],
-                     records=rec)
+                     records=rec, budget_s=study.advise["probe_seconds"], future_prompts=len(reserved))
         realized: list[dict] = []
         real = realized_speedup(target, drafter, [prompt_ids(target, r) for r in reserved], res["k"],
                                 max_new_tokens=study.settings["max_new_tokens"], records=realized)
-        micro.append(rec["micro"].assign(pair=pair["name"]))
-        rounds.append(rec["rounds"].assign(pair=pair["name"]))
-        runs.append(pd.DataFrame(realized).assign(pair=pair["name"]))
+        for name, df in (("micro", rec["micro"]), ("rounds", rec["rounds"]), ("runs", pd.DataFrame(realized))):
+            frames[name].append(df.assign(pair=pair["name"]))
         rows.append({"pair": pair["name"], "target": pair["target"], "draft": pair["draft"],
-                     "k": res["k"], "predicted_speedup": res["predicted_speedup"],
-                     "realized_speedup": real, "enable": res["enable"],
-                     "draft_to_target_ratio": res["draft_to_target_ratio"],
-                     "advise_seconds": res["seconds"], "model": res["model"],
-                     "predicted_low": res["predicted_low"], "predicted_high": res["predicted_high"],
-                     "micro_predicted_speedup": res["micro_predicted_speedup"]})
-    for frames, path in ((micro, micro_out), (rounds, rounds_out), (runs, runs_out)):
+                     **{c: res[c] for c in ADVISE_COLUMNS}, "realized_speedup": real,
+                     "advise_seconds": res["seconds"]})
+    for name, path in (("micro", micro_out), ("rounds", rounds_out), ("runs", runs_out)):
         if path is not None:
-            write_parquet(pd.concat(frames, ignore_index=True), path)
+            write_parquet(pd.concat(frames[name], ignore_index=True), path)
     write_parquet(pd.DataFrame(rows), out)
+
+
+# advise.parquet's columns that come from the prediction (``predict_loop``)
+ADVISE_COLUMNS = ("k", "predicted_speedup", "enable", "draft_to_target_ratio", "model", "predicted_low",
+                  "predicted_high", "micro_predicted_speedup", "interval_unit", "probe_prompts", "future_prompts")

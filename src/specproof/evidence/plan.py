@@ -34,7 +34,7 @@ import numpy as np
 from ..decode.costmodel import expected_committed
 from ..models.loader import load_backend, ngram_drafter
 from ..study.config import Study
-from ..study.workloads import build_prompt_set, prompt_ids, split_of
+from ..study.workloads import build_prompt_set, interleaved_by_workload, prompt_ids, split_of
 from .advise import STUDY_K_MAX
 from .micro import time_forward
 from .prediction import qualification_draft
@@ -224,18 +224,24 @@ def _qualification(p: Plan) -> float:
 
 
 def _advise(p: Plan) -> float:
-    """Per pair: v(B) for B = 1..K_max+1 six times and the draft step eleven; a probe on
-    two discovery prompts (target-only and K cycling, counted at 3 K_max / 4); the check
-    on every reserved prompt (target-only and K = min(4, K_max), the advised K unknown)."""
+    """Per pair: v(B) for B = 1..K_max+1 six times and the draft step eleven; the probe
+    on the discovery prompts in turn from each workload (target-only and K cycling,
+    counted at 3 K_max / 4) until ``advise.probe_seconds`` is spent, at least two; the
+    check on every reserved prompt (target-only and K = min(4, K_max), the advised K
+    unknown)."""
     k_probe, k_check = max(1, round(3 * STUDY_K_MAX / 4)), min(4, STUDY_K_MAX)
+    budget_ms = 1e3 * p.study.advise["probe_seconds"]
     ms = 0.0
     for pair in p.study.pairs:
         t, d = pair["target"], pair["draft"]
         c, dc = p.targets[t], p.drafts[d]
-        ms += p.loads_ms([t], [d]) + 6 * sum(c.v(b) for b in range(1, STUDY_K_MAX + 2))
-        ms += 11 * dc.step if dc is not None else 0.0
-        ms += sum(p.target_only(t, r) + p.spec(t, d, r, k_probe) for r in p.discovery[:2])
-        ms += sum(p.target_only(t, r) + p.spec(t, d, r, k_check) for r in p.reserved)
+        ms += p.loads_ms([t], [d])
+        spent = 6 * sum(c.v(b) for b in range(1, STUDY_K_MAX + 2)) + (11 * dc.step if dc is not None else 0.0)
+        for i, r in enumerate(interleaved_by_workload(p.discovery)):
+            if i >= 2 and spent >= budget_ms:
+                break
+            spent += p.target_only(t, r) + p.spec(t, d, r, k_probe)
+        ms += spent + sum(p.target_only(t, r) + p.spec(t, d, r, k_check) for r in p.reserved)
     return ms
 
 
@@ -257,7 +263,7 @@ ESTIMATES = {
     "batch_invariance": (_batch_invariance, "K = 4 block per discovery prompt, per target"),
     "predict": (_predict, "predictors and live paths on discovery, predictors on reserved prompts"),
     "runs": (_runs, "the timed grid: target-only brackets and speculative runs"),
-    "advise": (_advise, "verify curve, probe on 2 discovery prompts, check on reserved prompts"),
+    "advise": (_advise, "verify curve, probe on discovery prompts for probe_seconds, check on reserved prompts"),
     "qualification": (_qualification, "both verify paths per reserved prompt and repetition"),
     "pit": (_pit, "sampled runs re-scored one position a call"),
     "calibration": (_calibration, "the certificate's simulations (no model)"),

@@ -232,6 +232,40 @@ def check_run_timings(dest: Path) -> None:
         i = off.idxmax()
         raise SpecproofError(f"{dest / 'runs.parquet'}: row {i}, field decode_ns is {int(runs.loc[i, 'decode_ns'])}; "
                              f"its rounds' round_ns in rounds.parquet sum to {int(have[i])}")
+    _wall_clock(dest, runs)
+
+
+# a run's unaccounted wall time (the next run's start - its start - prefill - decode), ms:
+# a few ms of bookkeeping in every frozen set, rarely more; more than this in more than
+# SLACK_RUNS runs (or 1% of them) means their recorded times are shorter than the clock's
+SLACK_MS, SLACK_RUNS, SLACK_TOLERANCE_MS = 100.0, 3, 1.0
+
+
+def _wall_clock(dest: Path, runs: pd.DataFrame) -> None:
+    """Each pair's runs, in started_at order, against the wall clock: prefill_ns +
+    decode_ns of a run fit in the time until the pair's next run started (an error
+    otherwise: the recorded times are longer than the clock allows), and at most
+    max(SLACK_RUNS, 1%) runs leave more than SLACK_MS unaccounted (more: times shortened,
+    a faster run than the clock saw). Sets recorded without started_at are skipped."""
+    timed = runs[runs["started_at"].notna()] if "started_at" in runs else runs.iloc[:0]
+    slack = []
+    for _, g in timed.groupby("pair", sort=False):
+        t = pd.to_datetime(g["started_at"], format="ISO8601", utc=True).sort_values()
+        gap_ns = (t.shift(-1) - t).dt.total_seconds() * 1e9
+        slack.append(((gap_ns - g.loc[t.index, "prefill_ns"] - g.loc[t.index, "decode_ns"]) / 1e6).dropna())
+    if not slack:
+        return
+    slack = pd.concat(slack)
+    if (slack < -SLACK_TOLERANCE_MS).any():
+        i = slack.idxmin()
+        raise SpecproofError(f"{dest / 'runs.parquet'}: row {i}, field decode_ns ({int(runs.loc[i, 'decode_ns'])}) "
+                             f"with prefill_ns is {-slack[i]:.1f} ms longer than the time until its pair's next run "
+                             "started (started_at)")
+    wide = slack[slack > SLACK_MS]
+    if len(wide) > max(SLACK_RUNS, len(slack) // 100):
+        raise SpecproofError(f"{dest / 'runs.parquet'}: field decode_ns: {len(wide)} runs (row {wide.index[0]} first) "
+                             f"end more than {SLACK_MS:.0f} ms before their pair's next run started (started_at); "
+                             "their recorded times are shorter than the clock's")
 
 
 def check_run_identities(dest: Path, reference: pd.DataFrame) -> None:

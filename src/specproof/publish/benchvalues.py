@@ -148,16 +148,63 @@ def target_only_cells(samples: list[dict]) -> list[list]:
     return [[v[k][0], f"{v[k + '_q1'][0]:.3f}-{v[k + '_q3'][0]:.3f}"] for k in keys]
 
 
+ADVISE_GOAL = 0.10  # advise's predicted speedup within this share of the realized one
+
+
+def _advise_row(s: dict) -> dict:
+    """One pair's check from its sample: realized = (sum tokens / sum decode ns) of its
+    speculative runs over its target-only runs'; error = predicted / realized - 1."""
+    tok, ns = {"speculative": 0, "target": 0}, {"speculative": 0, "target": 0}
+    for r in s["runs"]:
+        tok[r["path"]] += r["new_tokens"]
+        ns[r["path"]] += r["decode_ns"]
+    realized = (tok["speculative"] / ns["speculative"]) / (tok["target"] / ns["target"])
+    error = s["predicted"] / realized - 1
+    return {"realized": realized, "error": error, "covered": s["low"] <= realized <= s["high"],
+            "within": abs(error) <= ADVISE_GOAL,
+            "reserved": len({r["prompt"] for r in s["runs"] if r["path"] == "speculative"})}
+
+
+def advise_values(samples: list[dict]) -> dict[str, tuple]:
+    """An advise_check table's values: per pair its K, predicted [low, high], realized,
+    error, covered, within the goal; and how many pairs are covered and within it."""
+    values: dict[str, tuple] = {}
+    for s in samples:
+        r, key = _advise_row(s), s["pair"]
+        values |= {f"{key}.k": (s["k"], "K"), f"{key}.predicted": (s["predicted"], "x"),
+                   f"{key}.low": (s["low"], "x"), f"{key}.high": (s["high"], "x"),
+                   f"{key}.realized": (r["realized"], "x"), f"{key}.error": (r["error"], "share"),
+                   f"{key}.covered": (r["covered"], "bool"), f"{key}.within_goal": (r["within"], "bool"),
+                   f"{key}.probe_prompts": (s["probe_prompts"], "prompts"),
+                   f"{key}.reserved_prompts": (r["reserved"], "prompts")}
+    rows = [_advise_row(s) for s in samples]
+    return values | {"pairs": (len(rows), "pairs"), "covered": (sum(r["covered"] for r in rows), "pairs"),
+                     "within_goal": (sum(r["within"] for r in rows), "pairs"), "goal": (ADVISE_GOAL, "share")}
+
+
+def advise_cells(samples: list[dict]) -> list[list]:
+    """Per pair, the advise_check table's row: pair, K, probe prompts, predicted, its
+    interval, reserved prompts, realized, error, covered, within the goal."""
+    out = []
+    for s in samples:
+        r = _advise_row(s)
+        out.append([s["pair"], s["k"], s["probe_prompts"], s["predicted"], f"[{s['low']:.3f}, {s['high']:.3f}]",
+                    r["reserved"], r["realized"], f"{r['error']:+.1%}", "yes" if r["covered"] else "NO",
+                    "yes" if r["within"] else "NO"])
+    return out
+
+
 PRODUCERS: dict[str, Callable[[list[dict]], dict[str, tuple]]] = {
-    "llama_speculative": llama_speculative_values, "target_only": target_only_values}
+    "llama_speculative": llama_speculative_values, "target_only": target_only_values,
+    "advise_check": advise_values}
 # kind -> (the cells of each row its samples give, in row order; the column they start at)
 ROW_CELLS: dict[str, tuple[Callable[[list[dict]], list[list]], int]] = {
     "llama_speculative": (lambda samples: [speculative_cells(r) for r in pair_summaries(samples).values()], 1),
-    "target_only": (target_only_cells, 5)}
+    "target_only": (target_only_cells, 5), "advise_check": (advise_cells, 0)}
 # tables written since samples were stored: they must keep them (a table stripped of its
 # samples would otherwise pass as an older one)
 SAMPLED_TABLES = ("target_only", "target_only_qwen", "llama_speculative_qwen_k1", "llama_speculative_qwen_k4",
-                  "llama_speculative_qwen_k1_fa")
+                  "llama_speculative_qwen_k1_fa", "advise_check")
 
 
 def _same(a, b) -> bool:

@@ -152,6 +152,12 @@ class Study:
         return self.section("prediction", discovery_fraction=0.5, reserved_disjoint_from=[])
 
     @property
+    def advise(self) -> dict:
+        """The ``advise`` section with its default: ``probe_seconds`` (60), how long each
+        pair's probe may run on the discovery prompts (at least two are probed)."""
+        return self.section("advise", probe_seconds=60.0)
+
+    @property
     def interval(self) -> str:
         """The speedups' interval (``statistics.interval``): 't', the Student-t interval over
         prompts (default), or 'bca', the two-stage BCa bootstrap of sets recorded before it

@@ -1,6 +1,7 @@
 """A study's prompt set (all workloads, one JSONL) and its per-target token ids."""
 from __future__ import annotations
 
+import itertools
 from pathlib import Path
 
 import numpy as np
@@ -71,6 +72,15 @@ def split_of(records: list[dict], fraction: float = 0.5) -> tuple[list[dict], li
         return ([r for r in records if r["split"] == "discovery"],
                 [r for r in records if r["split"] == "reserved"])
     return split_discovery(records, fraction)
+
+
+def interleaved_by_workload(records: list[dict]) -> list[dict]:
+    """The records taken in turn from each workload (first of each, then second, ...),
+    each workload in its own order, so any first n span the workloads."""
+    by_wl: dict[str, list[dict]] = {}
+    for r in records:
+        by_wl.setdefault(r["workload"], []).append(r)
+    return [r for group in itertools.zip_longest(*by_wl.values()) for r in group if r is not None]
 
 
 def prompt_ids(backend: Backend, rec: dict) -> list[int]:

@@ -1,0 +1,73 @@
+"""advise on unseen prompts (issue 24, section 4): is the predicted speedup at the advised K
+within 10% of the speedup realized on prompts the probe never saw, and does the
+prediction interval cover it?
+
+For every pair of a frozen paper-tier set, run the study's advise stage again
+(``evidence.advise.advise_study``) on the set's own prompt split: the probe on the
+discovery prompts, taken in turn from each workload for ``--probe-seconds`` per pair; the
+realized speedup at the advised K on the reserved prompts (greedy, target-only and
+speculative back to back per prompt). The stage's records (advise*.parquet) go to
+``results/<table>/``; the table's samples are the per-pair predictions and the realized
+runs, from which the audit recomputes every value. Timed: run it on a quiet machine.
+
+    python benchmarks/advise_check.py [--set manifests/paper-qwen-v2/epyc-avx512]
+        [--config config/studies/paper-qwen-v2.yaml] [--probe-seconds 60] [--table advise_check]
+"""
+from __future__ import annotations
+
+import argparse
+import dataclasses
+from pathlib import Path
+
+from common import RESULTS, checked_study, write_table
+from specproof.evidence.advise import advise_study
+from specproof.publish.benchvalues import ADVISE_GOAL, advise_cells, advise_values
+from specproof.records import read_jsonl, read_parquet
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def samples_of(out: Path) -> list[dict]:
+    """One sample per pair: its advice (k, predicted with its interval, probe and future
+    prompts) and its realized runs (path, prompt, new_tokens, decode_ns)."""
+    advice, runs = read_parquet(out / "advise.parquet"), read_parquet(out / "advise_runs.parquet")
+    return [{"pair": r.pair, "k": int(r.k), "predicted": float(r.predicted_speedup),
+             "low": float(r.predicted_low), "high": float(r.predicted_high),
+             "probe_prompts": int(r.probe_prompts), "future_prompts": int(r.future_prompts),
+             "runs": runs.loc[runs["pair"] == r.pair, ["path", "prompt", "new_tokens", "decode_ns"]]
+             .astype({"prompt": int, "new_tokens": int, "decode_ns": int}).to_dict(orient="records")}
+            for r in advice.itertuples()]
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--set", type=Path, default=ROOT / "manifests/paper-qwen-v2/epyc-avx512")
+    ap.add_argument("--config", type=Path, default=ROOT / "config/studies/paper-qwen-v2.yaml")
+    ap.add_argument("--model-dir", type=Path, default=ROOT / "resources/models")
+    ap.add_argument("--probe-seconds", type=float, default=60.0, help="each pair's probe budget")
+    ap.add_argument("--table", default="advise_check", help="the table's name under benchmarks/results/")
+    a = ap.parse_args()
+    if not a.probe_seconds > 0:
+        ap.error(f"--probe-seconds: {a.probe_seconds}: must be > 0")
+    study = checked_study(a.config, a.set, a.model_dir)
+    study = dataclasses.replace(study, data={**study.data, "advise": {"probe_seconds": a.probe_seconds}})
+    out = RESULTS / a.table
+    out.mkdir(exist_ok=True)
+    advise_study(study, read_jsonl(a.set / "prompts.jsonl"), out / "advise.parquet", out / "advise_micro.parquet",
+                 out / "advise_rounds.parquet", out / "advise_runs.parquet")
+    samples = samples_of(out)
+    write_table(a.table, f"advise on unseen prompts ({a.set.name} of {a.set.parent.name})",
+                ["pair", "K", "probe prompts", "predicted", "interval", "reserved prompts", "realized",
+                 "error", "covered", "within 10%"], advise_cells(samples),
+                [f"advise run again on {a.set.parent.name}'s own split: the probe on its discovery prompts "
+                 f"(in turn from each workload, {a.probe_seconds:g} s per pair, two prompts at least), the "
+                 "realized speedup at the advised K on its reserved prompts, which the probe never saw.",
+                 "interval: 95% prediction interval over prompts for as many new prompts as were reserved; "
+                 "error: predicted / realized - 1.",
+                 f"Goal: |error| <= {ADVISE_GOAL:.0%} and the interval covers the realized speedup, on every "
+                 f"pair. The stage's records are in results/{a.table}/."],
+                advise_values(samples), ("advise_check", samples))
+
+
+if __name__ == "__main__":
+    main()
