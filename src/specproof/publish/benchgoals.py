@@ -3,7 +3,7 @@ held against the benchmark values it names, so the paper prints a verdict the au
 recomputes instead of comparing numbers itself.
 
 A goal compares one measured number with its target: the minimum (or, for ``agg`` "max",
-the maximum) of the named values of the named tables, ``>=`` or ``>`` the goal; values
+the maximum) of the named values of the named tables, ``>=``, ``>`` or ``<=`` the goal; values
 listed in ``must_hold`` (booleans such as identical ids) must also be true. A goal whose
 tables are not all there gives no rows. Rows 'bench_goal.<goal>.{measured,goal,met}'.
 """
@@ -73,8 +73,11 @@ GOALS = (
     Goal("model_draft_qwen_realized", _all("model_draft_qwen", "min_realized_over_ideal"), "realized_over_ideal"),
     Goal("model_draft_qwen_micro", _all("model_draft_qwen", "min_realized_over_micro"), "realized_over_micro"),
     *_policy_goals("policies_qwen", "_qwen"),
+    # advise on unseen prompts: every pair within 10% of its realized speedup, every interval covering it
+    Goal("advise_check", _all("advise_check", "max_abs_error"), "advise_within", op="<=", agg="max",
+         must_hold=_all("advise_check", "all_covered")),
 )
-OPS = {">=": operator.ge, ">": operator.gt}
+OPS = {">=": operator.ge, ">": operator.gt, "<=": operator.le}
 
 
 def goal_rows(bench: dict, goals: dict, cited_path: str) -> dict:

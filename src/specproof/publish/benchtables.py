@@ -127,17 +127,3 @@ def bench_numbers(tables: dict[Path, dict]) -> dict:
             put(name, entry["value"], entry["unit"], str(path))
         out.update(rows.out)
     return out
-    for path in sorted(results.glob("*.json")):
-        record = read_table(path)
-        if record["benchmark"] != path.stem:  # one table per name: a copy cannot shadow another
-            raise SpecproofError(f"{path}: field benchmark is {record['benchmark']!r}, not the file's "
-                                 f"name {path.stem!r}")
-        digest = sha256_file(path)
-        cpu = machine_of((record.get("provenance") or {}).get("cpu", {}))
-        values = {**record["values"], **({"machine": {"value": cpu, "unit": "text"}} if cpu else {})}
-        rows = Rows(sha256=digest)
-        put = rows.at("bench", table=record["benchmark"])
-        for name, entry in values.items():  # the name as the benchmark wrote it, never split
-            put(name, entry["value"], entry["unit"], str(path))
-        out.update(rows.out)
-    return out

@@ -167,7 +167,8 @@ def _advise_row(s: dict) -> dict:
 
 def advise_values(samples: list[dict]) -> dict[str, tuple]:
     """An advise_check table's values: per pair its K, predicted [low, high], realized,
-    error, covered, within the goal; and how many pairs are covered and within it."""
+    error, covered, within the goal; how many pairs are covered and within it, the
+    largest |error| and whether every interval covered."""
     values: dict[str, tuple] = {}
     for s in samples:
         r, key = _advise_row(s), s["pair"]
@@ -179,7 +180,9 @@ def advise_values(samples: list[dict]) -> dict[str, tuple]:
                    f"{key}.reserved_prompts": (r["reserved"], "prompts")}
     rows = [_advise_row(s) for s in samples]
     return values | {"pairs": (len(rows), "pairs"), "covered": (sum(r["covered"] for r in rows), "pairs"),
-                     "within_goal": (sum(r["within"] for r in rows), "pairs"), "goal": (ADVISE_GOAL, "share")}
+                     "within_goal": (sum(r["within"] for r in rows), "pairs"), "goal": (ADVISE_GOAL, "share"),
+                     "max_abs_error": (max(abs(r["error"]) for r in rows), "share"),
+                     "all_covered": (all(r["covered"] for r in rows), "bool")}
 
 
 def advise_cells(samples: list[dict]) -> list[list]:
