@@ -20,7 +20,7 @@ import dataclasses
 from pathlib import Path
 
 from common import RESULTS, checked_study, write_table
-from specproof.evidence.advise import advise_study
+from specproof.evidence.advise import STUDY_K_MAX, advise_study, predict_loop
 from specproof.publish.benchvalues import ADVISE_GOAL, advise_cells, advise_values
 from specproof.records import read_jsonl, read_parquet
 
@@ -29,11 +29,16 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def samples_of(out: Path) -> list[dict]:
     """One sample per pair: its advice (k, predicted with its interval, probe and future
-    prompts) and its realized runs (path, prompt, new_tokens, decode_ns)."""
+    prompts, the loop model's target-only ms per token recomputed from the probe's
+    records) and its realized runs (path, prompt, new_tokens, decode_ns)."""
     advice, runs = read_parquet(out / "advise.parquet"), read_parquet(out / "advise_runs.parquet")
+    micro, rounds = read_parquet(out / "advise_micro.parquet"), read_parquet(out / "advise_rounds.parquet")
+    target_ms = {pair: predict_loop(micro[micro["pair"] == pair], rounds[rounds["pair"] == pair], STUDY_K_MAX,
+                                    resamples=0)["target_ms_per_token"] for pair in advice["pair"]}
     return [{"pair": r.pair, "k": int(r.k), "predicted": float(r.predicted_speedup),
              "low": float(r.predicted_low), "high": float(r.predicted_high),
              "probe_prompts": int(r.probe_prompts), "future_prompts": int(r.future_prompts),
+             "target_ms_pred": float(target_ms[r.pair]),
              "runs": runs.loc[runs["pair"] == r.pair, ["path", "prompt", "new_tokens", "decode_ns"]]
              .astype({"prompt": int, "new_tokens": int, "decode_ns": int}).to_dict(orient="records")}
             for r in advice.itertuples()]
@@ -58,12 +63,17 @@ def main() -> None:
     samples = samples_of(out)
     write_table(a.table, f"advise on unseen prompts ({a.set.name} of {a.set.parent.name})",
                 ["pair", "K", "probe prompts", "predicted", "interval", "reserved prompts", "realized",
-                 "error", "covered", "within 10%"], advise_cells(samples),
+                 "error", "covered", "within 10%", "target-only step factor", "speculative step factor"],
+                advise_cells(samples),
                 [f"advise run again on {a.set.parent.name}'s own split: the probe on its discovery prompts "
                  f"(in turn from each workload, {a.probe_seconds:g} s per pair, two prompts at least), the "
                  "realized speedup at the advised K on its reserved prompts, which the probe never saw.",
                  "interval: 95% prediction interval over prompts for as many new prompts as were reserved; "
                  "error: predicted / realized - 1.",
+                 "realized / predicted = target-only step factor x speculative step factor: the check's "
+                 "target-only ms per token over the probe's, and the predicted speculative ms per token "
+                 "(the probe's target-only ms / predicted) over the check's; a factor below 1 lowered the "
+                 "realized speedup.",
                  f"Goal: |error| <= {ADVISE_GOAL:.0%} and the interval covers the realized speedup, on every "
                  f"pair. The stage's records are in results/{a.table}/."],
                 advise_values(samples), ("advise_check", samples))

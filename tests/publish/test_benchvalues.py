@@ -151,15 +151,15 @@ def _advise_sample(pair, predicted, low, high, spec_ns, target_ns, prompts=3):
     runs = [{"path": path, "prompt": p, "new_tokens": 10, "decode_ns": ns}
             for p in range(prompts) for path, ns in (("target", target_ns), ("speculative", spec_ns))]
     return {"pair": pair, "k": 2, "predicted": predicted, "low": low, "high": high, "probe_prompts": 8,
-            "future_prompts": prompts, "runs": runs}
+            "future_prompts": prompts, "target_ms_pred": 10.0, "runs": runs}
 
 
 def test_advise_check_realizes_from_the_runs_and_judges_the_error_and_the_cover():
     """realized = target time / speculative time for equal tokens; error = predicted /
     realized - 1; within the goal at |error| <= 10%; covered by [low, high]."""
     from specproof.publish.benchvalues import advise_cells, advise_values
-    samples = [_advise_sample("a", 1.05, 0.9, 1.2, 100, 100),      # realized 1.0: +5%, covered
-               _advise_sample("b", 1.5, 1.4, 1.6, 100, 120)]       # realized 1.2: +25%, not covered
+    samples = [_advise_sample("a", 1.05, 0.9, 1.2, 10**8, 10**8),      # realized 1.0: +5%, covered
+               _advise_sample("b", 1.5, 1.4, 1.6, 10**8, 12 * 10**7)]  # realized 1.2: +25%, not covered
     v = advise_values(samples)
     assert v["a.realized"] == (1.0, "x") and v["a.error"][0] == pytest.approx(0.05)
     assert v["a.within_goal"] == (True, "bool") and v["a.covered"] == (True, "bool")
@@ -167,9 +167,12 @@ def test_advise_check_realizes_from_the_runs_and_judges_the_error_and_the_cover(
     assert v["b.within_goal"] == (False, "bool") and v["b.covered"] == (False, "bool")
     assert (v["covered"], v["within_goal"], v["pairs"]) == ((1, "pairs"), (1, "pairs"), (2, "pairs"))
     assert v["a.reserved_prompts"] == (3, "prompts")
+    # b: target-only 12 ms/token against 10 predicted; speculative 10 against 10 / 1.5 predicted
+    assert v["b.target_factor"][0] == pytest.approx(1.2) and v["b.spec_factor"][0] == pytest.approx(2 / 3)
+    assert v["b.target_factor"][0] * v["b.spec_factor"][0] == pytest.approx(v["b.realized"][0] / 1.5)
     record = {"kind": "advise_check", "samples": samples,
               "values": {k: {"value": x, "unit": u} for k, (x, u) in v.items()}, "rows": advise_cells(samples)}
     assert check_values(record, "advise_check.json") > 0
-    record["samples"][1]["runs"][0]["decode_ns"] = 150  # one target-only run made slower: b's realized moves
+    record["samples"][1]["runs"][0]["decode_ns"] = 15 * 10**7  # a target-only run made slower: b's realized moves
     with pytest.raises(SpecproofError, match=r"advise_check\.json: field values\.b\.realized"):
         check_values(record, "advise_check.json")

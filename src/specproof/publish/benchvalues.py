@@ -152,17 +152,23 @@ ADVISE_GOAL = 0.10  # advise's predicted speedup within this share of the realiz
 
 
 def _advise_row(s: dict) -> dict:
-    """One pair's check from its sample: realized = (sum tokens / sum decode ns) of its
-    speculative runs over its target-only runs'; error = predicted / realized - 1."""
+    """One pair's check from its sample: per path its decode ms per token (sum decode ns /
+    sum tokens); realized = target-only ms / speculative ms; error = predicted / realized
+    - 1; and the miss split exactly, realized / predicted = target_factor * spec_factor
+    with target_factor = t_T,real / t_T,pred (the target-only step) and spec_factor =
+    m_pred / m_real (m the speculative ms per token; predicted = t_T,pred / m_pred)."""
     tok, ns = {"speculative": 0, "target": 0}, {"speculative": 0, "target": 0}
     for r in s["runs"]:
         tok[r["path"]] += r["new_tokens"]
         ns[r["path"]] += r["decode_ns"]
-    realized = (tok["speculative"] / ns["speculative"]) / (tok["target"] / ns["target"])
+    ms = {p: ns[p] / tok[p] / 1e6 for p in ns}
+    realized = ms["target"] / ms["speculative"]
     error = s["predicted"] / realized - 1
     return {"realized": realized, "error": error, "covered": s["low"] <= realized <= s["high"],
             "within": abs(error) <= ADVISE_GOAL,
-            "reserved": len({r["prompt"] for r in s["runs"] if r["path"] == "speculative"})}
+            "reserved": len({r["prompt"] for r in s["runs"] if r["path"] == "speculative"}),
+            "target_factor": ms["target"] / s["target_ms_pred"],
+            "spec_factor": s["target_ms_pred"] / s["predicted"] / ms["speculative"]}
 
 
 def advise_values(samples: list[dict]) -> dict[str, tuple]:
@@ -177,7 +183,8 @@ def advise_values(samples: list[dict]) -> dict[str, tuple]:
                    f"{key}.realized": (r["realized"], "x"), f"{key}.error": (r["error"], "share"),
                    f"{key}.covered": (r["covered"], "bool"), f"{key}.within_goal": (r["within"], "bool"),
                    f"{key}.probe_prompts": (s["probe_prompts"], "prompts"),
-                   f"{key}.reserved_prompts": (r["reserved"], "prompts")}
+                   f"{key}.reserved_prompts": (r["reserved"], "prompts"),
+                   f"{key}.target_factor": (r["target_factor"], "x"), f"{key}.spec_factor": (r["spec_factor"], "x")}
     rows = [_advise_row(s) for s in samples]
     return values | {"pairs": (len(rows), "pairs"), "covered": (sum(r["covered"] for r in rows), "pairs"),
                      "within_goal": (sum(r["within"] for r in rows), "pairs"), "goal": (ADVISE_GOAL, "share"),
@@ -187,13 +194,14 @@ def advise_values(samples: list[dict]) -> dict[str, tuple]:
 
 def advise_cells(samples: list[dict]) -> list[list]:
     """Per pair, the advise_check table's row: pair, K, probe prompts, predicted, its
-    interval, reserved prompts, realized, error, covered, within the goal."""
+    interval, reserved prompts, realized, error, covered, within the goal, and the miss's
+    two factors (target-only step, speculative ms per token)."""
     out = []
     for s in samples:
         r = _advise_row(s)
         out.append([s["pair"], s["k"], s["probe_prompts"], s["predicted"], f"[{s['low']:.3f}, {s['high']:.3f}]",
                     r["reserved"], r["realized"], f"{r['error']:+.1%}", "yes" if r["covered"] else "NO",
-                    "yes" if r["within"] else "NO"])
+                    "yes" if r["within"] else "NO", r["target_factor"], r["spec_factor"]])
     return out
 
 
