@@ -216,3 +216,46 @@ def test_the_prompt_interval_covers_new_prompts_drawn_like_the_probes():
         truth = predict_loop(*check, 4, resamples=0)["table"][pred["k"] - 1]["predicted_speedup"]
         covered += pred["predicted_low"] <= truth <= pred["predicted_high"]
     assert covered >= 32
+
+
+def test_a_replayed_ngram_round_proposes_and_commits_as_the_rule_says():
+    from specproof.decode.costmodel import replayed_rounds
+    from specproof.decode.drafters import NGramDrafter
+    # context 5 6 7; output 5 6 9 5 6 9: at t=0 the last token 7 has no earlier match
+    # (1-gram 7 unseen) -> nothing proposed, commit 5; then "7 5" -> 1-gram 5 matches ->
+    # propose 6 7 (K=2): 6 accepted, 7 rejected -> commit 6 9; ...
+    proposed, committed = replayed_rounds(NGramDrafter(3, 1), [5, 6, 7], [5, 6, 9, 5, 6, 9], 2)
+    assert committed.sum() == 6 and list(proposed[:2]) == [0, 2] and list(committed[:2]) == [1, 2]
+    assert all(p <= 2 for p in proposed)
+
+
+def test_the_replay_commits_what_the_speculative_loop_commits():
+    """Greedy on a mock target (exact numerics): the n-gram drafter replayed over the
+    target-only output gives the rounds the speculative loop really ran, K by K."""
+    from specproof.decode.costmodel import replayed_rounds
+    from specproof.decode.decoding import DecodeSettings, decode_speculative, decode_target_only
+    from specproof.decode.drafters import NGramDrafter
+    from specproof.decode.policies import FixedPolicy
+    target = MockBackend(vocab_size=12, seed=3, scale=1.5)
+    prompt, s = [1, 2, 3, 4, 1, 2, 3, 4, 1, 2], DecodeSettings(24, 0.0, 0)
+    ids = decode_target_only(target, prompt, s).new_ids
+    for k in (1, 3, 6):
+        run = decode_speculative(target, NGramDrafter(3, 1), prompt, s, FixedPolicy(k)).rounds_frame()
+        proposed, committed = replayed_rounds(NGramDrafter(3, 1), prompt, ids, k)
+        assert list(proposed) == run["k"].tolist() and list(committed) == run["committed"].tolist()
+    assert run["k"].sum() > 0  # the drafter did propose
+
+
+def test_an_ngram_probe_predicts_from_its_replay_not_from_per_round_acceptance():
+    """With the sequences recorded, E[C|K] is the replay's mean committed per round."""
+    from specproof.decode.costmodel import replayed_rounds
+    from specproof.decode.drafters import NGramDrafter
+    target = MockBackend(vocab_size=12, seed=3, scale=1.5, latency_ms=1.0)
+    prompts = [[1, 2, 3, 4, 1, 2, 3, 4, 1, 2], [5, 6, 5, 6, 5, 6]]
+    rec: dict = {}
+    res = advise(target, NGramDrafter(3, 1), prompts, k_max=4, probe_tokens=16, repeats=2, records=rec)
+    t = rec["rounds"][rec["rounds"]["path"] == "target"]
+    for k in (1, 4):
+        committed = np.concatenate([replayed_rounds(NGramDrafter(3, 1), p, [int(x) for x in
+                                    t.loc[t["prompt"] == i, "token"]], k)[1] for i, p in enumerate(prompts)])
+        assert res["table"][k - 1]["expected_committed"] == pytest.approx(committed.mean())

@@ -96,6 +96,24 @@ def _q_flags(d):
         ["qualification.parquet", "field ids_equal", "reference.parquet"]
 
 
+def _q_ids_forged(d):
+    """A batched qualification run that missed the reference given the reference's ids
+    (ids_equal and text_equal to match, so Q recomputed from ids agrees); its twin in the
+    timed grid, the same greedy batched computation, still decodes the old ids."""
+    q, runs = read_parquet(d / "qualification.parquet"), read_parquet(d / "runs.parquet")
+    ref = read_parquet(d / "reference.parquet")
+    grid = runs[(runs["path"] == "speculative") & (runs["policy"] == "fixed") & (runs["temperature"] == 0)
+                & (runs["verify_mode"] == "batched")]
+    twins = q.reset_index().merge(grid, on=["target", "draft", "prompt_id", "k"], suffixes=("", "_g"))
+    twins = twins[(twins["verify_mode"] == "batched")]
+    i = int(twins.sort_values("ids_equal")["index"].iloc[0])  # a missed run if any has a twin
+    want = ref[(ref["target"] == q.at[i, "target"]) & (ref["prompt_id"] == q.at[i, "prompt_id"])]
+    q.at[i, "ids"] = list(want["ids"].iloc[0]) if not q.at[i, "ids_equal"] else list(q.at[i, "ids"])[:-1] + [0]
+    q.at[i, "ids_equal"] = q.at[i, "text_equal"] = not q.at[i, "ids_equal"]
+    write_parquet(q, d / "qualification.parquet")
+    return {}, ["qualification.parquet", f"field ids of row {i}", "twin", "runs.parquet"]
+
+
 def _p_live(d):
     """Give the missed reserved runs their predicted ids in prediction_live.parquet."""
     doc = read_json(d / "predictions.json")
@@ -115,7 +133,7 @@ def _git_commit(d):
     return {"software.git_commit": "0" * 10}, ["provenance.json", "field git.commit", "manifest"]
 
 
-@pytest.mark.parametrize("tamper", [_q_flags, _p_live, _git_dirty, _git_commit], ids=lambda f: f.__name__.strip("_"))
+@pytest.mark.parametrize("tamper", [_q_flags, _q_ids_forged, _p_live, _git_dirty, _git_commit], ids=lambda f: f.__name__.strip("_"))
 def test_a_consistent_edit_of_a_raw_record_fails_the_audit(copy, capsys, tamper):
     edits, names = tamper(set_dir(copy / "manifests", SET))
     rehash(copy, edits)

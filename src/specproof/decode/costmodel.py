@@ -75,3 +75,20 @@ def loop_round_ms(k: int, lengths: np.ndarray, draft: tuple[float, float], verif
     d = np.minimum(k, np.asarray(lengths))
     cost = np.where(d > 0, a + b * d, 0.0) + verify_ratio * np.array([verify_ms[int(x) + 1] for x in d])
     return float(np.mean(cost)) + residual_ms
+
+
+def replayed_rounds(drafter, context: list[int], ids: list[int], k: int) -> tuple[np.ndarray, np.ndarray]:
+    """Greedy speculative decoding at K of a known output, replayed without a model: the
+    target's greedy tokens ``ids`` after ``context``, a deterministic drafter (n-gram
+    lookup). Each round the drafter proposes up to min(K, n - t - 1) tokens after
+    context + ids[:t]; the longest prefix equal to ids[t:] is accepted and one more token
+    committed. Returns (tokens proposed, tokens committed) per round: exact wherever the
+    verify path leaves the greedy output unchanged."""
+    proposed, committed, t, n = [], [], 0, len(ids)
+    while t < n:
+        tokens = drafter.propose(context + ids[:t], min(k, n - t - 1)).tokens
+        accepted = next((i for i, tok in enumerate(tokens) if tok != ids[t + i]), len(tokens))
+        proposed.append(len(tokens))
+        committed.append(accepted + 1)
+        t += accepted + 1
+    return np.array(proposed), np.array(committed)

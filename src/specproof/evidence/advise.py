@@ -43,10 +43,10 @@ from tqdm import tqdm
 
 from ..decode.backend import Backend
 from ..decode.costmodel import (acceptance_by_position, expected_committed, expected_round_ms,
-                                fit_draft_round, loop_round_ms)
+                                fit_draft_round, loop_round_ms, replayed_rounds)
 from ..decode.decoding import DecodeSettings, decode_speculative, decode_target_only
 from ..load import warn_if_busy, watch
-from ..decode.drafters import Drafter, ModelDrafter
+from ..decode.drafters import Drafter, ModelDrafter, NGramDrafter
 from ..decode.policies import FixedPolicy, Policy
 from ..models.loader import ModelPool
 from ..records import write_parquet
@@ -125,8 +125,11 @@ def _probe_rounds(target: Backend, drafter: Drafter, prompts: list[list[int]], k
     for i, ids in enumerate(prompts):
         if i >= 2 and deadline is not None and time.perf_counter() >= deadline:
             break
-        base = decode_target_only(target, ids, settings).rounds_frame()
-        frames.append(base.assign(path="target", prompt=i, requested=0))
+        plain = decode_target_only(target, ids, settings)
+        base = plain.rounds_frame().assign(path="target", prompt=i, requested=0)
+        if isinstance(drafter, NGramDrafter) and settings.temperature == 0:
+            base = _with_sequence(base, ids, plain.new_ids, drafter)
+        frames.append(base)
         policy = CyclePolicy(k_max)
         run = decode_speculative(target, drafter, ids, settings, policy).rounds_frame()
         # what the decoder asked for: the policy's K, or fewer where the token budget ran out
@@ -134,6 +137,36 @@ def _probe_rounds(target: Backend, drafter: Drafter, prompts: list[list[int]], k
                                       settings.max_new_tokens - (run["committed"].cumsum() - run["committed"]) - 1)
         frames.append(run.assign(path="speculative", prompt=i))
     return frames
+
+
+def _with_sequence(base: "pd.DataFrame", context: list[int], ids: list[int], drafter: NGramDrafter) -> "pd.DataFrame":
+    """A greedy target-only probe run's rounds with what replaying an n-gram drafter over
+    it needs (``replayed_rounds``): ``token``, the id each round committed; ``context``,
+    the prompt's ids on the run's first round (null on the others); ``max_ngram`` and
+    ``min_ngram``, the drafter's."""
+    context_col = [list(context)] + [None] * (len(base) - 1)
+    return base.assign(token=list(ids), context=context_col, max_ngram=drafter.max_ngram,
+                       min_ngram=drafter.min_ngram)
+
+
+def _replays(t_df: "pd.DataFrame", k_max: int) -> dict | None:
+    """prompt -> [(proposed, committed) per round at K, K = 1..k_max], the n-gram drafter
+    replayed over each greedy target-only probe run (``replayed_rounds``); None for
+    records without the sequences (a model drafter, a sampled probe, older sets)."""
+    if "token" not in t_df or t_df["max_ngram"].isna().all():
+        return None
+    out = {}
+    for prompt, g in t_df.groupby("prompt", sort=True):
+        drafter = NGramDrafter(int(g["max_ngram"].iloc[0]), int(g["min_ngram"].iloc[0]))
+        context, ids = list(g["context"].iloc[0]), [int(t) for t in g["token"]]
+        out[prompt] = [replayed_rounds(drafter, context, ids, k) for k in range(1, k_max + 1)]
+    return out
+
+
+def _pooled(replays: dict, prompts) -> list[tuple[np.ndarray, np.ndarray]]:
+    """Per K, the replayed rounds of ``prompts`` (with repeats) pooled."""
+    return [tuple(np.concatenate([replays[p][k][j] for p in prompts]) for j in (0, 1))
+            for k in range(len(next(iter(replays.values()))))]
 
 
 def predict(micro: "pd.DataFrame", rounds: "pd.DataFrame", k_max: int) -> dict:
@@ -179,9 +212,12 @@ BOOTSTRAP_LEVEL = 0.95
 
 
 def _loop_terms(target_rounds: dict, spec: dict, verify_samples: dict[int, np.ndarray], k_max: int,
-                lengths: np.ndarray) -> tuple[np.ndarray, dict]:
+                lengths: np.ndarray, replay: list | None = None) -> tuple[np.ndarray, dict]:
     """S(K) for K = 1..k_max as the loop runs it (see the module docstring), from numpy
-    columns of the probe's rounds; and the terms it is computed from."""
+    columns of the probe's rounds; and the terms it is computed from. With ``replay``
+    (per K, the (proposed, committed) rounds of an n-gram drafter replayed over the
+    greedy target-only runs), E[C|K] is the replay's mean committed per round and E[T|K]
+    is costed over its rounds' proposal lengths, instead of alpha and the K_max rounds'."""
     verify = {b: float(np.median(v)) for b, v in verify_samples.items()}
     t_target = float(target_rounds["round_ns"].sum() / target_rounds["committed"].sum() / 1e6)
     v_iso = np.array([verify[int(b)] for b in spec["verify_positions"]])
@@ -195,8 +231,12 @@ def _loop_terms(target_rounds: dict, spec: dict, verify_samples: dict[int, np.nd
         reached = int((at & (acc >= i - 1)).sum())
         if reached:
             alpha[i - 1] = (at & (acc >= i)).sum() / reached
-    e_c = np.array([expected_committed(alpha, k) for k in range(1, k_max + 1)])
-    round_ms = np.array([loop_round_ms(k, lengths, draft, verify, rho, x) for k in range(1, k_max + 1)])
+    if replay is None:
+        e_c = np.array([expected_committed(alpha, k) for k in range(1, k_max + 1)])
+        round_ms = np.array([loop_round_ms(k, lengths, draft, verify, rho, x) for k in range(1, k_max + 1)])
+    else:
+        e_c = np.array([float(np.mean(c)) for _, c in replay])
+        round_ms = np.array([loop_round_ms(k, d, draft, verify, rho, x) for k, (d, _) in enumerate(replay, 1)])
     return t_target * e_c / round_ms, {"t_target": t_target, "rho": rho, "draft": draft, "x": x,
                                         "alpha": alpha, "e_c": e_c, "round_ms": round_ms, "verify": verify}
 
@@ -225,16 +265,19 @@ def predict_loop(micro: "pd.DataFrame", rounds: "pd.DataFrame", k_max: int,
     spec = {c: s_df[c].to_numpy(dtype=float) for c in cols}
     vs = {int(r.B): np.asarray(list(r.samples_ms), dtype=float)
           for r in micro[micro["measure"] == "verify"].itertuples()}
-    speedup, terms = _loop_terms(tgt, spec, vs, k_max, _full_lengths(spec, k_max))
+    replays = _replays(t_df, k_max)
+    speedup, terms = _loop_terms(tgt, spec, vs, k_max, _full_lengths(spec, k_max),
+                                 None if replays is None else _pooled(replays, sorted(replays)))
     best = int(np.argmax(speedup))
     rng = np.random.Generator(np.random.PCG64(seed))
     draw_rows = _prompt_draws(t_df, s_df, future_prompts) if unit == "prompts" else _round_draws(t_df, s_df)
     draws = []
     for _ in range(resamples):
-        ti, si = draw_rows(rng)
+        ti, si, chosen = draw_rows(rng)
         vb = {b: v[rng.integers(0, len(v), len(v))] for b, v in vs.items()}
         s_b = {c: a[si] for c, a in spec.items()}
-        s_k, _ = _loop_terms({c: a[ti] for c, a in tgt.items()}, s_b, vb, k_max, _full_lengths(s_b, k_max))
+        s_k, _ = _loop_terms({c: a[ti] for c, a in tgt.items()}, s_b, vb, k_max, _full_lengths(s_b, k_max),
+                             None if replays is None else _pooled(replays, sorted(replays) if chosen is None else chosen))
         draws.append(s_k[best])
     tail = (1 - level) / 2
     low, high = (float(q) for q in np.quantile(draws, [tail, 1 - tail])) if draws else (float("nan"),) * 2
@@ -263,21 +306,22 @@ def _groups(keys: np.ndarray) -> list[np.ndarray]:
 
 
 def _round_draws(t_df: "pd.DataFrame", s_df: "pd.DataFrame"):
-    """A replicate's (target-only, speculative) row indices: rounds resampled within
-    prompt (target-only) and within prompt and requested K (speculative)."""
+    """A replicate's (target-only, speculative) row indices (and no prompts): rounds
+    resampled within prompt (target-only) and within prompt and requested K (speculative)."""
     t_groups = _groups(t_df["prompt"].to_numpy())
     s_groups = _groups(s_df["prompt"].astype(str).to_numpy() + "|" + s_df["requested"].astype(str).to_numpy())
 
     def draw(rng):
-        return tuple(np.concatenate([g[rng.integers(0, len(g), len(g))] for g in groups])
-                     for groups in (t_groups, s_groups))
+        ti, si = (np.concatenate([g[rng.integers(0, len(g), len(g))] for g in groups])
+                  for groups in (t_groups, s_groups))
+        return ti, si, None
     return draw
 
 
 def _prompt_draws(t_df: "pd.DataFrame", s_df: "pd.DataFrame", future: int | None):
-    """A replicate's (target-only, speculative) row indices: n of the n probe prompts
-    drawn with replacement, then (``future`` = m) m drawn from those; each drawn prompt
-    brings all its rounds of both paths."""
+    """A replicate's (target-only, speculative) row indices and the prompts drawn: n of
+    the n probe prompts drawn with replacement, then (``future`` = m) m drawn from those;
+    each drawn prompt brings all its rounds of both paths."""
     prompts = np.unique(np.concatenate([t_df["prompt"].to_numpy(), s_df["prompt"].to_numpy()]))
     t_rows = {p: np.flatnonzero(t_df["prompt"].to_numpy() == p) for p in prompts}
     s_rows = {p: np.flatnonzero(s_df["prompt"].to_numpy() == p) for p in prompts}
@@ -286,7 +330,7 @@ def _prompt_draws(t_df: "pd.DataFrame", s_df: "pd.DataFrame", future: int | None
         chosen = prompts[rng.integers(0, len(prompts), len(prompts))]
         if future:
             chosen = chosen[rng.integers(0, len(chosen), future)]
-        return (np.concatenate([t_rows[p] for p in chosen]), np.concatenate([s_rows[p] for p in chosen]))
+        return np.concatenate([t_rows[p] for p in chosen]), np.concatenate([s_rows[p] for p in chosen]), chosen
     return draw
 
 

@@ -125,6 +125,28 @@ def check_qualification_q(dest: Path, reference: pd.DataFrame) -> None:
             f"(qualification.{r['target']}.{r['verify_mode']}.matched)")
 
 
+def check_qualification_twins(dest: Path) -> None:
+    """Every batched qualification run with a twin in the timed grid (runs.parquet: the
+    same target and draft, prompt and K, fixed policy, greedy, batched) decoded the twin's
+    ids: one deterministic computation run twice. So Q cannot be moved by editing the
+    qualification ids (and ids_equal to match) alone."""
+    qual = read_parquet(dest / "qualification.parquet")
+    if qual.empty or "ids" not in qual:
+        return
+    runs = read_parquet(dest / "runs.parquet")
+    grid = runs[(runs["path"] == "speculative") & (runs["policy"] == "fixed") & (runs["verify_mode"] == "batched")
+                & (runs["temperature"] == 0)]
+    keys = ["target", "draft", "prompt_id", "k"]
+    both = qual[qual["verify_mode"] == "batched"].reset_index().merge(
+        grid[keys + ["ids", "run_id"]], on=keys, suffixes=("", "_grid"))
+    for r in both.itertuples():
+        if list(r.ids) != list(r.ids_grid):
+            raise SpecproofError(f"{dest / 'qualification.parquet'}: field ids of row {r.index} ({r.target} batched "
+                                 f"{r.prompt_id} rep {r.rep}) differ from its twin's in runs.parquet ({r.run_id}), "
+                                 "the same greedy batched computation (qualification."
+                                 f"{r.target}.batched.matched)")
+
+
 def check_prediction_live(dest: Path) -> None:
     """prediction_live.parquet, where the set holds it, is row for row the reserved
     live runs of qualification.parquet (P is computed from the latter's ids)."""
@@ -265,6 +287,7 @@ def audit_records(set_id: str, manifest: dict, dest: Path):
     check_time_chain(dest, manifest)
     reference = check_seal(dest / "reference.parquet", dest / "reference.seal.json")
     check_qualification_q(dest, reference)
+    check_qualification_twins(dest)
     check_prediction_live(dest)
     check_run_timings(dest)
     check_run_identities(dest, reference)
