@@ -3,15 +3,19 @@ within 10% of the speedup realized on prompts the probe never saw, and does the
 prediction interval cover it?
 
 For every pair of a frozen paper-tier set, run the study's advise stage again
-(``evidence.advise.advise_study``) on the set's own prompt split: the probe on the
-discovery prompts, taken in turn from each workload for ``--probe-seconds`` per pair; the
-realized speedup at the advised K on the reserved prompts (greedy, target-only and
-speculative back to back per prompt). The stage's records (advise*.parquet) go to
-``results/<table>/``; the table's samples are the per-pair predictions and the realized
-runs, from which the audit recomputes every value. Timed: run it on a quiet machine.
+(``evidence.advise.advise_study``): the probe on discovery prompts, taken in turn from each
+workload for ``--probe-seconds`` per pair; the realized speedup at the advised K on
+reserved prompts (greedy, target-only and speculative back to back per prompt). The
+prompts are fresh (``--fresh N``, default 16): N code (HumanEval) and N chat prompts the
+set never used, split with the set's seed and discovery fraction, so neither advise's
+design nor the set saw them; ``--fresh 0`` uses the set's own split instead. The stage's
+records (advise*.parquet, prompts.jsonl) go to ``results/<table>/``; the table's samples
+are the per-pair predictions and the realized runs, from which the audit recomputes every
+value. Timed: run it on a quiet machine.
 
     python benchmarks/advise_check.py [--set manifests/paper-qwen-v2/epyc-avx512]
-        [--config config/studies/paper-qwen-v2.yaml] [--probe-seconds 60] [--table advise_check]
+        [--config config/studies/paper-qwen-v2.yaml] [--probe-seconds 60] [--fresh 16]
+        [--table advise_check]
 """
 from __future__ import annotations
 
@@ -23,8 +27,11 @@ from common import RESULTS, checked_study, write_table
 from specproof.evidence.advise import STUDY_K_MAX, advise_study, predict_loop
 from specproof.publish.benchvalues import ADVISE_GOAL, advise_cells, advise_values
 from specproof.records import read_jsonl, read_parquet
+from specproof.study import prompts as P
+from specproof.study.workloads import assign_split
 
 ROOT = Path(__file__).resolve().parents[1]
+HUMANEVAL_PROBLEMS = 164
 
 
 def samples_of(out: Path) -> list[dict]:
@@ -44,30 +51,57 @@ def samples_of(out: Path) -> list[dict]:
             for r in advice.itertuples()]
 
 
+def fresh_prompts(used: list[dict], n: int, seed: int, fraction: float) -> list[dict]:
+    """n HumanEval and n chat prompts whose text is not among ``used`` (spread evenly over
+    those left, chat in file order), marked discovery or reserved as a study marks its
+    own (``workloads.assign_split`` with ``seed`` and ``fraction``)."""
+    seen = {r["prompt"] for r in used}
+    code = [r for r in P.code_prompts(HUMANEVAL_PROBLEMS) if r["prompt"] not in seen]
+    chat = [r for r in P.load(P.CHAT_SET) if r["prompt"] not in seen]
+    if len(code) < n or len(chat) < n:
+        raise SystemExit(f"advise_check.py: --fresh {n}: only {len(code)} code and {len(chat)} chat prompts unused")
+    picked = [dict(r, workload="code") for r in code[::len(code) // n][:n]] + \
+        [dict(r, workload="chat") for r in chat[:n]]
+    return assign_split(picked, fraction, seed)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--set", type=Path, default=ROOT / "manifests/paper-qwen-v2/epyc-avx512")
     ap.add_argument("--config", type=Path, default=ROOT / "config/studies/paper-qwen-v2.yaml")
     ap.add_argument("--model-dir", type=Path, default=ROOT / "resources/models")
     ap.add_argument("--probe-seconds", type=float, default=60.0, help="each pair's probe budget")
+    ap.add_argument("--fresh", type=int, default=16, metavar="N",
+                    help="N unused code and N unused chat prompts (0: the set's own split)")
     ap.add_argument("--table", default="advise_check", help="the table's name under benchmarks/results/")
     a = ap.parse_args()
     if not a.probe_seconds > 0:
         ap.error(f"--probe-seconds: {a.probe_seconds}: must be > 0")
     study = checked_study(a.config, a.set, a.model_dir)
     study = dataclasses.replace(study, data={**study.data, "advise": {"probe_seconds": a.probe_seconds}})
+    if a.fresh < 0:
+        ap.error(f"--fresh: {a.fresh}: must be >= 0")
     out = RESULTS / a.table
     out.mkdir(exist_ok=True)
-    advise_study(study, read_jsonl(a.set / "prompts.jsonl"), out / "advise.parquet", out / "advise_micro.parquet",
+    prompts = read_jsonl(a.set / "prompts.jsonl")
+    if a.fresh:
+        prompts = fresh_prompts(prompts, a.fresh, int(study.settings["seed"]), study.prediction["discovery_fraction"])
+    P.write(prompts, out / "prompts.jsonl")
+    advise_study(study, prompts, out / "advise.parquet", out / "advise_micro.parquet",
                  out / "advise_rounds.parquet", out / "advise_runs.parquet")
+    source = (f"{a.fresh} code and {a.fresh} chat prompts {a.set.parent.name} never used, split with its seed"
+              if a.fresh else f"{a.set.parent.name}'s own split")
     samples = samples_of(out)
     write_table(a.table, f"advise on unseen prompts ({a.set.name} of {a.set.parent.name})",
                 ["pair", "K", "probe prompts", "predicted", "interval", "reserved prompts", "realized",
-                 "error", "covered", "within 10%", "target-only step factor", "speculative step factor"],
+                 "realized interval", "error", "covered", "within 10%", "target-only step factor", "speculative step factor"],
                 advise_cells(samples),
-                [f"advise run again on {a.set.parent.name}'s own split: the probe on its discovery prompts "
+                [f"advise run again on {source}: the probe on the discovery prompts "
                  f"(in turn from each workload, {a.probe_seconds:g} s per pair, two prompts at least), the "
-                 "realized speedup at the advised K on its reserved prompts, which the probe never saw.",
+                 "realized speedup at the advised K on the reserved prompts, which the probe never saw "
+                 "(prompts.jsonl in the records).",
+                 "realized: total tokens over total decode time, speculative over target-only, with its 95% "
+                 "percentile interval over prompts (seeded bootstrap of the reserved prompts).",
                  "interval: 95% prediction interval over prompts for as many new prompts as were reserved; "
                  "error: predicted / realized - 1.",
                  "realized / predicted = target-only step factor x speculative step factor: the check's "

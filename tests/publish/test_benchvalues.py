@@ -167,6 +167,8 @@ def test_advise_check_realizes_from_the_runs_and_judges_the_error_and_the_cover(
     assert v["b.within_goal"] == (False, "bool") and v["b.covered"] == (False, "bool")
     assert (v["covered"], v["within_goal"], v["pairs"]) == ((1, "pairs"), (1, "pairs"), (2, "pairs"))
     assert v["a.reserved_prompts"] == (3, "prompts")
+    # every prompt of a realizes 1.0: its interval over prompts is the point
+    assert v["a.realized_low"][0] == pytest.approx(1.0) and v["a.realized_high"][0] == pytest.approx(1.0)
     # b: target-only 12 ms/token against 10 predicted; speculative 10 against 10 / 1.5 predicted
     assert v["b.target_factor"][0] == pytest.approx(1.2) and v["b.spec_factor"][0] == pytest.approx(2 / 3)
     assert v["b.target_factor"][0] * v["b.spec_factor"][0] == pytest.approx(v["b.realized"][0] / 1.5)
@@ -176,3 +178,14 @@ def test_advise_check_realizes_from_the_runs_and_judges_the_error_and_the_cover(
     record["samples"][1]["runs"][0]["decode_ns"] = 15 * 10**7  # a target-only run made slower: b's realized moves
     with pytest.raises(SpecproofError, match=r"advise_check\.json: field values\.b\.realized"):
         check_values(record, "advise_check.json")
+
+
+def test_the_realized_interval_spans_the_prompts_spread():
+    from specproof.publish.benchvalues import advise_values
+    s = _advise_sample("c", 1.0, 0.9, 1.1, 10**8, 10**8, prompts=8)
+    for r in s["runs"]:
+        if r["path"] == "speculative":
+            r["decode_ns"] = 10**8 * (1 + r["prompt"]) // 4  # prompt p realizes 4 / (1 + p)
+    v = advise_values([s])
+    assert v["c.realized_low"][0] < v["c.realized"][0] < v["c.realized_high"][0]
+    assert advise_values([s]) == v  # seeded: the audit recomputes the same interval

@@ -14,6 +14,8 @@ import statistics
 from collections.abc import Callable
 from pathlib import Path
 
+import numpy as np
+
 from ..errors import SpecproofError
 
 OURS = ("ours target-only", "ours fixed", "ours adaptive", "ours guard")
@@ -151,6 +153,28 @@ def target_only_cells(samples: list[dict]) -> list[list]:
 ADVISE_GOAL = 0.10  # advise's predicted speedup within this share of the realized one
 
 
+ADVISE_RESAMPLES = 2000  # the realized speedup's percentile bootstrap over prompts (seed 0)
+
+
+def _realized_interval(runs: list[dict]) -> tuple[float, float]:
+    """95% percentile interval of the realized speedup (sum tokens / sum ns, speculative
+    over target-only) over ADVISE_RESAMPLES resamples of the prompts (PCG64 seeded 0),
+    each prompt bringing its runs of both paths."""
+    prompts = sorted({r["prompt"] for r in runs})
+    col = {("speculative", "new_tokens"): 0, ("speculative", "decode_ns"): 1, ("target", "new_tokens"): 2,
+           ("target", "decode_ns"): 3}
+    per = np.zeros((len(prompts), 4))
+    for r in runs:
+        i = prompts.index(r["prompt"])
+        for field in ("new_tokens", "decode_ns"):
+            per[i, col[(r["path"], field)]] += r[field]
+    rng = np.random.Generator(np.random.PCG64(0))
+    sums = per[rng.integers(0, len(prompts), (ADVISE_RESAMPLES, len(prompts)))].sum(axis=1)
+    ratio = (sums[:, 0] / sums[:, 1]) / (sums[:, 2] / sums[:, 3])
+    low, high = np.quantile(ratio, [0.025, 0.975])
+    return float(low), float(high)
+
+
 def _advise_row(s: dict) -> dict:
     """One pair's check from its sample: per path its decode ms per token (sum decode ns /
     sum tokens); realized = target-only ms / speculative ms; error = predicted / realized
@@ -167,6 +191,7 @@ def _advise_row(s: dict) -> dict:
     return {"realized": realized, "error": error, "covered": s["low"] <= realized <= s["high"],
             "within": abs(error) <= ADVISE_GOAL,
             "reserved": len({r["prompt"] for r in s["runs"] if r["path"] == "speculative"}),
+            "realized_interval": _realized_interval(s["runs"]),
             "target_factor": ms["target"] / s["target_ms_pred"],
             "spec_factor": s["target_ms_pred"] / s["predicted"] / ms["speculative"]}
 
@@ -181,6 +206,8 @@ def advise_values(samples: list[dict]) -> dict[str, tuple]:
         values |= {f"{key}.k": (s["k"], "K"), f"{key}.predicted": (s["predicted"], "x"),
                    f"{key}.low": (s["low"], "x"), f"{key}.high": (s["high"], "x"),
                    f"{key}.realized": (r["realized"], "x"), f"{key}.error": (r["error"], "share"),
+                   f"{key}.realized_low": (r["realized_interval"][0], "x"),
+                   f"{key}.realized_high": (r["realized_interval"][1], "x"),
                    f"{key}.covered": (r["covered"], "bool"), f"{key}.within_goal": (r["within"], "bool"),
                    f"{key}.probe_prompts": (s["probe_prompts"], "prompts"),
                    f"{key}.reserved_prompts": (r["reserved"], "prompts"),
@@ -194,13 +221,13 @@ def advise_values(samples: list[dict]) -> dict[str, tuple]:
 
 def advise_cells(samples: list[dict]) -> list[list]:
     """Per pair, the advise_check table's row: pair, K, probe prompts, predicted, its
-    interval, reserved prompts, realized, error, covered, within the goal, and the miss's
+    interval, reserved prompts, realized with its interval, error, covered, within the goal, and the miss's
     two factors (target-only step, speculative ms per token)."""
     out = []
     for s in samples:
         r = _advise_row(s)
         out.append([s["pair"], s["k"], s["probe_prompts"], s["predicted"], f"[{s['low']:.3f}, {s['high']:.3f}]",
-                    r["reserved"], r["realized"], f"{r['error']:+.1%}", "yes" if r["covered"] else "NO",
+                    r["reserved"], r["realized"], "[{:.3f}, {:.3f}]".format(*r["realized_interval"]), f"{r['error']:+.1%}", "yes" if r["covered"] else "NO",
                     "yes" if r["within"] else "NO", r["target_factor"], r["spec_factor"]])
     return out
 
