@@ -23,7 +23,7 @@ import argparse
 import dataclasses
 from pathlib import Path
 
-from common import RESULTS, checked_study, write_table
+from common import RESULTS, checked_study, provenance, write_table
 from specproof.evidence.advise import STUDY_K_MAX, advise_study, predict_loop
 from specproof.publish.benchvalues import ADVISE_GOAL, advise_cells, advise_values
 from specproof.records import read_jsonl, read_parquet
@@ -81,6 +81,7 @@ def main() -> None:
     study = dataclasses.replace(study, data={**study.data, "advise": {"probe_seconds": a.probe_seconds}})
     if a.fresh < 0:
         ap.error(f"--fresh: {a.fresh}: must be >= 0")
+    provenance()  # the tree as it is before the records below are written into it
     out = RESULTS / a.table
     out.mkdir(exist_ok=True)
     prompts = read_jsonl(a.set / "prompts.jsonl")

@@ -93,9 +93,10 @@ def goal_note(rows: list[tuple[str, float, float, float]], goal: float) -> str:
 
 
 @functools.cache
-def _provenance() -> dict:
+def provenance() -> dict:
     """Captured once per run: a benchmark that writes two tables must not record the
-    first table's files as a dirty tree in the second's provenance."""
+    first table's files as a dirty tree in the second's provenance; one that writes
+    records before its table calls this first, for the same reason."""
     return capture(Path(__file__).resolve().parents[1], bandwidth=True)
 
 
@@ -105,7 +106,7 @@ def write_table(name: str, title: str, header: list[str], rows: list[list], note
     the paper cites, key -> (value, unit); ``samples`` (kind, raw samples) what they are
     recomputed from."""
     command = " ".join(shlex.quote(a) for a in [sys.executable.split("/")[-1], *sys.argv])
-    prov = _provenance()
+    prov = provenance()
     out = benchtables.write_table(RESULTS, name, title, header, rows, notes, values, command, prov, samples)
     print(out.read_text())
     return out
