@@ -324,6 +324,19 @@ def _decode_ns(d):
     return {}, ["runs.parquet", "row 0, field decode_ns", "round_ns"]
 
 
+def _pit_moved_with_its_bounds(d):
+    """One PIT row's cdf_below and u lowered together (V and every bound kept), in a row
+    whose token and prefix another run of the same prompt and temperature also scored."""
+    pit, runs = read_parquet(d / "pit.parquet"), read_parquet(d / "runs.parquet").set_index("run_id")
+    key = pit.apply(lambda r: (r["target"], r["prompt_id"], float(runs.at[r["run_id"], "temperature"]),
+                               tuple(runs.at[r["run_id"], "ids"][:r["t"] + 1])), axis=1)
+    shared = key.map(key.value_counts()) > 1
+    i = pit.index[shared & (pit["cdf_below"] > 0.01)][0]
+    pit.loc[i, ["cdf_below", "u"]] -= 0.005
+    write_parquet(pit, d / "pit.parquet")
+    return {}, ["pit.parquet", f"row {i}, field cdf_below", "same prefix"]
+
+
 def _retimed(d, scale: float, which) -> None:
     """The rounds of the runs ``which`` selects scaled by ``scale``, their decode_ns and
     tokens_per_s made to match: every identity between runs and rounds still holds."""
@@ -496,7 +509,8 @@ def test_a_run_unlike_its_own_identities_fails_the_audit(copy, capsys, cached, t
 
 @pytest.mark.parametrize("tamper", [_seal_after_reserved, _reference_sealed_late, _runs_shifted, _run_order,
                                     _provenance, _prompts, _pit_uniform, _pit_rank, _tokens_per_s, _decode_ns,
-                                    _downgrade, _faster_than_the_clock, _slower_than_the_clock], ids=lambda f: f.__name__.strip("_"))
+                                    _downgrade, _faster_than_the_clock, _slower_than_the_clock,
+                                    _pit_moved_with_its_bounds], ids=lambda f: f.__name__.strip("_"))
 def test_a_raw_record_unlike_its_seals_times_or_identities_fails_the_audit(copy, capsys, cached, tamper):
     """Checked before the analysis, so the cached one of the untouched set never serves."""
     edits, names = tamper(set_dir(copy / "manifests", SET))

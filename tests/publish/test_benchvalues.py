@@ -189,3 +189,26 @@ def test_the_realized_interval_spans_the_prompts_spread():
     v = advise_values([s])
     assert v["c.realized_low"][0] < v["c.realized"][0] < v["c.realized_high"][0]
     assert advise_values([s]) == v  # seeded: the audit recomputes the same interval
+
+
+def test_advise_check_samples_moved_with_their_values_still_differ_from_the_records(tmp_path):
+    """The forgery the values check cannot see: a sample and the values it gives edited
+    together. The samples are recomputed from the stage records beside the table."""
+    import shutil
+    from pathlib import Path
+    from specproof.publish.audit_anchors import check_advise_records
+    from specproof.publish.benchvalues import advise_cells, advise_values
+    results = Path(__file__).resolve().parents[2] / "benchmarks" / "results"
+    for name in ("advise_check.json", "advise_check.md"):
+        shutil.copy(results / name, tmp_path / name)
+    shutil.copytree(results / "advise_check", tmp_path / "advise_check")
+    check_advise_records(read_tables(tmp_path))  # the committed table holds
+    path = tmp_path / "advise_check.json"
+    data = json.loads(path.read_text())
+    run = next(r for r in data["samples"][0]["runs"] if r["path"] == "speculative")
+    run["decode_ns"] = int(run["decode_ns"] * 0.99)
+    data["values"] = {k: {"value": v, "unit": u} for k, (v, u) in advise_values(data["samples"]).items()}
+    data["rows"] = advise_cells(data["samples"])
+    assert check_values(data, path) > 0  # consistent with its own samples
+    with pytest.raises(SpecproofError, match=r"advise_check\.json: field samples\[0\]\.runs .*advise_check/ give"):
+        check_advise_records({path: data})

@@ -207,6 +207,24 @@ def check_pit_draws(dest: Path) -> None:
     _pit_error(dest, pit, bad, "u", "not cdf_below + V p_token with the V its run's seed draws")
 
 
+def check_pit_prefixes(dest: Path) -> None:
+    """pit.parquet rows that score the same token after the same prefix (same target,
+    prompt and temperature, the run's ids up to and including position t) hold the same
+    p_token and cdf_below: the scoring is deterministic (so in every frozen set), so a
+    position moved in one run stands out against the runs that share its prefix."""
+    pit = read_parquet(dest / "pit.parquet")
+    if pit.empty:
+        return
+    runs = read_parquet(dest / "runs.parquet").set_index("run_id")
+    ids, temp = runs["ids"], runs["temperature"]
+    key = pd.Series([(r.target, r.prompt_id, float(temp[r.run_id]), tuple(int(x) for x in ids[r.run_id][:r.t + 1]))
+                     for r in pit.itertuples()], index=pit.index)
+    for col in ("p_token", "cdf_below"):
+        first = pit[col].groupby(key.map(hash)).transform("first")
+        _pit_error(dest, pit, pit[col] != first, col, "another run scored the same token after the same prefix "
+                   f"with {col} {float(first[(pit[col] != first).idxmax()])!r}")
+
+
 def _pit_error(dest: Path, pit: pd.DataFrame, bad: pd.Series, col: str, why: str) -> None:
     if bad.any():
         i = bad.idxmax()
@@ -236,17 +254,19 @@ def check_run_timings(dest: Path) -> None:
 
 
 # a run's unaccounted wall time (the next run's start - its start - prefill - decode), ms:
-# a few ms of bookkeeping in every frozen set, rarely more; more than this in more than
-# SLACK_RUNS runs (or 1% of them) means their recorded times are shorter than the clock's
-SLACK_MS, SLACK_RUNS, SLACK_TOLERANCE_MS = 100.0, 3, 1.0
+# a few ms of bookkeeping in every frozen set (medians per configuration 3-6 ms, at most 3
+# runs of a set over 50 ms); more than SLACK_MS in more than max(SLACK_RUNS, 0.5%) runs, or
+# a configuration's median over SLACK_MEDIAN_MS, means recorded times shorter than the clock's
+SLACK_MS, SLACK_RUNS, SLACK_MEDIAN_MS, SLACK_TOLERANCE_MS = 50.0, 3, 25.0, 1.0
 
 
 def _wall_clock(dest: Path, runs: pd.DataFrame) -> None:
     """Each pair's runs, in started_at order, against the wall clock: prefill_ns +
     decode_ns of a run fit in the time until the pair's next run started (an error
-    otherwise: the recorded times are longer than the clock allows), and at most
-    max(SLACK_RUNS, 1%) runs leave more than SLACK_MS unaccounted (more: times shortened,
-    a faster run than the clock saw). Sets recorded without started_at are skipped."""
+    otherwise: the recorded times are longer than the clock allows); at most
+    max(SLACK_RUNS, 0.5%) runs leave more than SLACK_MS unaccounted, and no configuration
+    of a pair leaves a median over SLACK_MEDIAN_MS (more: times shortened, a faster run
+    than the clock saw). Sets recorded without started_at are skipped."""
     timed = runs[runs["started_at"].notna()] if "started_at" in runs else runs.iloc[:0]
     slack = []
     for _, g in timed.groupby("pair", sort=False):
@@ -262,7 +282,13 @@ def _wall_clock(dest: Path, runs: pd.DataFrame) -> None:
                              f"with prefill_ns is {-slack[i]:.1f} ms longer than the time until its pair's next run "
                              "started (started_at)")
     wide = slack[slack > SLACK_MS]
-    if len(wide) > max(SLACK_RUNS, len(slack) // 100):
+    median = slack.groupby([runs.loc[slack.index, "pair"], runs.loc[slack.index, "config"]]).median()
+    if (median > SLACK_MEDIAN_MS).any():
+        (pair, config), ms = median.idxmax(), median.max()
+        raise SpecproofError(f"{dest / 'runs.parquet'}: field decode_ns: the runs of {pair} {config} end a median "
+                             f"{ms:.1f} ms before the pair's next run started (started_at; every frozen set: a few "
+                             "ms); their recorded times are shorter than the clock's")
+    if len(wide) > max(SLACK_RUNS, len(slack) // 200):
         raise SpecproofError(f"{dest / 'runs.parquet'}: field decode_ns: {len(wide)} runs (row {wide.index[0]} first) "
                              f"end more than {SLACK_MS:.0f} ms before their pair's next run started (started_at); "
                              "their recorded times are shorter than the clock's")
@@ -370,6 +396,53 @@ def check_bench_tables(benchmarks: Path, tables: dict[Path, dict]) -> int:
             raise SpecproofError(f"{path.with_suffix('.md')}: differs from the table rendered from {path.name}'s "
                                  "fields header, rows and notes (the table was edited apart from its data)")
     return len(tables)
+
+
+ADVISE_RECORDS = ("advise.parquet", "advise_micro.parquet", "advise_rounds.parquet", "advise_runs.parquet")
+
+
+def check_advise_records(tables: dict[Path, dict]) -> None:
+    """An advise_check table's samples against the stage records beside it
+    (results/<table>/): each pair's k, predicted, low, high, probe and future prompts as
+    the study audit's own ``recompute_advise`` gives them from advise_micro, advise_rounds
+    and advise_runs.parquet, target_ms_pred as ``predict_loop`` does, and its runs as
+    advise_runs.parquet holds them. So the samples cannot move apart from the records."""
+    from ..analysis.summaries import recompute_advise
+    from ..evidence.advise import predict_loop
+    for path, record in tables.items():
+        if record.get("kind") != "advise_check":
+            continue
+        d = path.with_suffix("")
+        for name in ADVISE_RECORDS:
+            if not (d / name).is_file():
+                raise SpecproofError(f"{d / name}: missing; {path.name}'s samples are recomputed from it")
+        summary, micro, rounds, runs = (read_parquet(d / name) for name in ADVISE_RECORDS)
+        want = recompute_advise(summary, micro, rounds, runs).set_index("pair")
+        for i, s in enumerate(record["samples"]):
+            _advise_sample_check(path, i, s, want, micro, rounds, runs, predict_loop)
+
+
+def _advise_sample_check(path: Path, i: int, s: dict, want: pd.DataFrame, micro: pd.DataFrame,
+                         rounds: pd.DataFrame, runs: pd.DataFrame, predict_loop) -> None:
+    """One sample of an advise_check table against its pair's recomputed row and runs."""
+    from .benchvalues import same_value
+    pair = s.get("pair")
+    if pair not in want.index:
+        raise SpecproofError(f"{path}: field samples[{i}].pair {pair!r} has no records in {path.with_suffix('').name}/")
+    row, mine = want.loc[pair], runs[runs["pair"] == pair]
+    expect = {"k": int(row["k"]), "predicted": float(row["predicted_speedup"]), "low": float(row["predicted_low"]),
+              "high": float(row["predicted_high"]), "probe_prompts": int(row["probe_prompts"]),
+              "future_prompts": int(row["future_prompts"]),
+              "target_ms_pred": predict_loop(micro[micro["pair"] == pair], rounds[rounds["pair"] == pair],
+                                             int(rounds["k_max"].iloc[0]), resamples=0)["target_ms_per_token"],
+              "runs": mine[["path", "prompt", "new_tokens", "decode_ns"]].to_dict(orient="records")}
+    for field, value in expect.items():
+        have = s.get(field)
+        same = (have == [{k: (int(v) if k != "path" else v) for k, v in r.items()} for r in value]
+                if field == "runs" else same_value(have, value))
+        if not same:
+            raise SpecproofError(f"{path}: field samples[{i}].{field} is {_short(have)}; the records in "
+                                 f"{path.with_suffix('').name}/ give {_short(value)}")
 
 
 def committed_manifest_line(dest: Path, set_id: str) -> str:

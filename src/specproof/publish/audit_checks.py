@@ -21,7 +21,8 @@ import pandas as pd
 from ..errors import SpecproofError
 from ..records import read_json, read_parquet
 from .audit_anchors import (_short, check_legacy, check_micro_medians, check_pit_bounds, check_pit_draws,
-                            check_run_identities, check_run_timings, check_seal_hashes, check_time_chain)
+                            check_pit_prefixes, check_run_identities, check_run_timings, check_seal_hashes,
+                            check_time_chain)
 from .manifests import FORMAT_RECORDS, MANIFEST_FORMAT, OPTIONAL, split_set
 
 # the numbers each record is needed for, named when the record is missing
@@ -294,6 +295,7 @@ def audit_records(set_id: str, manifest: dict, dest: Path):
     check_micro_medians(dest)
     check_pit_bounds(dest)
     check_pit_draws(dest)
+    check_pit_prefixes(dest)
     a = analyze(dest)
     check_derived(dest, a, fmt)
     line = format_line(set_id, manifest)

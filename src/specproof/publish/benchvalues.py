@@ -245,7 +245,7 @@ SAMPLED_TABLES = ("target_only", "target_only_qwen", "llama_speculative_qwen_k1"
                   "llama_speculative_qwen_k1_fa", "advise_check")
 
 
-def _same(a, b) -> bool:
+def same_value(a, b) -> bool:
     if isinstance(a, float) or isinstance(b, float):
         number = lambda x: isinstance(x, (int, float)) and not isinstance(x, bool)  # noqa: E731
         return number(a) and number(b) and math.isclose(a, b, rel_tol=1e-9, abs_tol=1e-12)
@@ -272,7 +272,7 @@ def check_values(record: dict, path) -> int:
     for key, (value, unit) in derived.items():
         entry = stored.get(key)
         value = _plain_nan(value)
-        if entry is None or entry.get("unit") != unit or not _same(entry.get("value"), value):
+        if entry is None or entry.get("unit") != unit or not same_value(entry.get("value"), value):
             found = "missing" if entry is None else repr(entry.get("value"))
             raise SpecproofError(f"{path}: field values.{key} is {found}; its samples give {value!r}")
     return len(derived) + _check_rows(record, path)
@@ -294,7 +294,7 @@ def _check_rows(record: dict, path) -> int:
     for i, (row, cells) in enumerate(zip(rows, expected)):
         for j, cell in enumerate(cells, start):
             found = row[j] if isinstance(row, list) and j < len(row) else "missing"
-            if not _same(found, _plain_nan(cell)):
+            if not same_value(found, _plain_nan(cell)):
                 raise SpecproofError(f"{path}: field rows[{i}][{j}] is {found!r}; its samples give {cell!r}")
     return sum(map(len, expected))
 

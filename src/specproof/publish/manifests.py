@@ -278,7 +278,7 @@ def _audit_bench(benchmarks: Path, numbers: dict, numbers_path: Path, cited: Pat
     """(bench.* rows recomputed from the tables' JSON and bench_goal.* rows from them and
     ``cited``'s goals, report line); each .md is the table rendered from its JSON. Each
     JSON is read once (read_tables) for all three checks."""
-    from .audit_anchors import check_bench_tables, committed_bench_line
+    from .audit_anchors import check_advise_records, check_bench_tables, committed_bench_line
     from .benchtables import bench_numbers, read_tables
     from .benchgoals import cited_goal_rows
     from .benchvalues import check_bench_values
@@ -286,6 +286,7 @@ def _audit_bench(benchmarks: Path, numbers: dict, numbers_path: Path, cited: Pat
     rows = bench_numbers(tables)
     check_bench_tables(benchmarks, tables)
     recomputed = check_bench_values(tables)
+    check_advise_records(tables)
     committed = committed_bench_line(benchmarks)
     _check(numbers, rows, "bench.", numbers_path, check_source=False)  # paths as given
     goals = cited_goal_rows(rows, cited)
