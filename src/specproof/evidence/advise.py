@@ -27,10 +27,13 @@ formula with the costs the probe's own rounds show, as the loop runs them:
     v(B)  = rho v_iso(B), rho = the probe's verify time / v_iso at each round's B, pooled;
     x     = the probe's mean residual and draft replay per round.
 
-Its interval is a percentile bootstrap over the probe's rounds (resampled within prompt
-and requested K; the target-only rounds within prompt) and the isolated verify samples,
-with a fixed seed, so the audit recomputes it. It recommends K* = argmax S(K);
-speculation is enabled only if S(K*) > 1.
+Its interval is a prediction interval over prompts: a percentile bootstrap, with a fixed
+seed so that the audit recomputes it, drawing the probe's prompts (each with all its
+rounds), then as many new prompts as the check will run, and each B's isolated verify
+samples (``predict_loop``; sets frozen before it resampled rounds). An n-gram drafter's
+E[C|K] and proposal lengths come from replaying it over the greedy target-only probe
+runs (``costmodel.replayed_rounds``), not from per-round acceptance at K_max. It
+recommends K* = argmax S(K); speculation is enabled only if S(K*) > 1.
 """
 from __future__ import annotations
 
