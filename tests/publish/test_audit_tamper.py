@@ -334,7 +334,7 @@ def _pit_moved_with_its_bounds(d):
     i = pit.index[shared & (pit["cdf_below"] > 0.01)][0]
     pit.loc[i, ["cdf_below", "u"]] -= 0.005
     write_parquet(pit, d / "pit.parquet")
-    return {}, ["pit.parquet", f"row {i}, field cdf_below", "same prefix"]
+    return {}, ["pit.parquet", "field cdf_below", "same token after the same prefix"]
 
 
 def _retimed(d, scale: float, which) -> None:

@@ -219,10 +219,15 @@ def check_pit_prefixes(dest: Path) -> None:
     ids, temp = runs["ids"], runs["temperature"]
     key = pd.Series([(r.target, r.prompt_id, float(temp[r.run_id]), tuple(int(x) for x in ids[r.run_id][:r.t + 1]))
                      for r in pit.itertuples()], index=pit.index)
+    groups = key.map(hash)
     for col in ("p_token", "cdf_below"):
-        first = pit[col].groupby(key.map(hash)).transform("first")
-        _pit_error(dest, pit, pit[col] != first, col, "another run scored the same token after the same prefix "
-                   f"with {col} {float(first[(pit[col] != first).idxmax()])!r}")
+        off = pit[col] != pit[col].groupby(groups).transform("first")
+        if off.any():
+            i = off.idxmax()
+            j = pit.index[(groups == groups[i]) & ~off][0]
+            raise SpecproofError(f"{dest / 'pit.parquet'}: rows {j} and {i}, field {col}: {float(pit.at[j, col])!r} "
+                                 f"and {float(pit.at[i, col])!r} for the same token after the same prefix (target, "
+                                 "prompt, temperature, run ids up to t); the scoring is deterministic")
 
 
 def _pit_error(dest: Path, pit: pd.DataFrame, bad: pd.Series, col: str, why: str) -> None:
