@@ -23,14 +23,13 @@ import argparse
 import dataclasses
 from pathlib import Path
 
-from common import RESULTS, checked_study, provenance, write_table
+from common import RESULTS, add_set_flags, checked_study, provenance, write_table
 from specproof.evidence.advise import STUDY_K_MAX, advise_study, predict_loop
 from specproof.publish.benchvalues import ADVISE_GOAL, advise_cells, advise_values
 from specproof.records import read_jsonl, read_parquet
 from specproof.study import prompts as P
 from specproof.study.workloads import assign_split
 
-ROOT = Path(__file__).resolve().parents[1]
 HUMANEVAL_PROBLEMS = 164
 
 
@@ -67,9 +66,7 @@ def fresh_prompts(used: list[dict], n: int, seed: int, fraction: float) -> list[
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--set", type=Path, default=ROOT / "manifests/paper-qwen-v2/epyc-avx512")
-    ap.add_argument("--config", type=Path, default=ROOT / "config/studies/paper-qwen-v2.yaml")
-    ap.add_argument("--model-dir", type=Path, default=ROOT / "resources/models")
+    add_set_flags(ap)
     ap.add_argument("--probe-seconds", type=float, default=60.0, help="each pair's probe budget")
     ap.add_argument("--fresh", type=int, default=16, metavar="N",
                     help="N unused code and N unused chat prompts (0: the set's own split)")

@@ -15,17 +15,15 @@ position drawn 2 or 4 times independently). Not timed: any machine state will do
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
-from common import checked_study, sampled_runs, write_table
+from common import ROOT, add_set_flags, checked_study, sampled_runs, write_table
 from specproof.evidence.replay import VIOLATIONS, replay_runs, study_power
 from specproof.models.loader import ModelPool
 from specproof.records import read_jsonl, read_parquet, seed_from
 
-ROOT = Path(__file__).resolve().parents[1]
 MULTIPLES = (1, 2, 4)
 POWER_GOAL = 0.8
 
@@ -56,9 +54,7 @@ def values_of(table: pd.DataFrame) -> dict[str, tuple]:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--set", type=Path, default=ROOT / "manifests/paper-qwen-v2/epyc-avx512")
-    ap.add_argument("--config", type=Path, default=ROOT / "config/studies/paper-qwen-v2.yaml")
-    ap.add_argument("--model-dir", type=Path, default=ROOT / "resources/models")
+    add_set_flags(ap)
     ap.add_argument("--reps", type=int, default=400, help="simulated studies at the set's size")
     ap.add_argument("--table", default="certificate_power", help="the table's name under benchmarks/results/")
     a = ap.parse_args()

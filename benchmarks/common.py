@@ -20,6 +20,7 @@ from specproof.records import read_json, read_parquet
 from specproof.study.config import Study, load_study
 
 RESULTS = Path(__file__).parent / "results"
+ROOT = Path(__file__).resolve().parents[1]
 CODE_PROMPTS = [
     'def is_palindrome(text: str) -> bool:\n    """Return True if text reads the same forwards and backwards."""\n',
     'def merge_sorted(a: list[int], b: list[int]) -> list[int]:\n    """Merge two sorted lists into one sorted list."""\n',
@@ -110,3 +111,11 @@ def write_table(name: str, title: str, header: list[str], rows: list[list], note
     out = benchtables.write_table(RESULTS, name, title, header, rows, notes, values, command, prov, samples)
     print(out.read_text())
     return out
+
+
+def add_set_flags(ap) -> None:
+    """--set, --config and --model-dir of a benchmark that reads a frozen record set
+    (default: the paper's head set, its study config and the checkout's model files)."""
+    ap.add_argument("--set", type=Path, default=ROOT / "manifests/paper-qwen-v2/epyc-avx512")
+    ap.add_argument("--config", type=Path, default=ROOT / "config/studies/paper-qwen-v2.yaml")
+    ap.add_argument("--model-dir", type=Path, default=ROOT / "resources/models")

@@ -18,15 +18,13 @@ were enough to tell that law from the target's own (z_target). Not timed.
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 
-from common import checked_study, chosen_setups, sampled_runs, write_table
+from common import add_set_flags, checked_study, chosen_setups, sampled_runs, write_table
 from specproof.evidence.replay import LOOP_VIOLATIONS, planted_loop_agreement
 from specproof.models.loader import ModelPool
 from specproof.records import read_jsonl, seed_from
 from specproof.study.workloads import prompt_ids
 
-ROOT = Path(__file__).resolve().parents[1]
 COLUMNS = ("violation", "runs", "positions", "drafted", "log_ratio_sum", "mean_if_law", "mean_if_target",
            "z_law", "z_target", "ks_law_pvalue", "agrees", "distinguished", "rule_min_pvalue", "rule_rejected")
 
@@ -52,9 +50,7 @@ def cell(value) -> str | int | float:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--set", type=Path, default=ROOT / "manifests/paper-qwen-v2/epyc-avx512")
-    ap.add_argument("--config", type=Path, default=ROOT / "config/studies/paper-qwen-v2.yaml")
-    ap.add_argument("--model-dir", type=Path, default=ROOT / "resources/models")
+    add_set_flags(ap)
     ap.add_argument("--pair", default="qwen-1b5+qwen-0b5-draft")
     ap.add_argument("--prompts", type=int, default=12, help="planted runs per violation, one per prompt")
     ap.add_argument("--new-tokens", type=int, default=64)

@@ -413,7 +413,6 @@ def check_advise_records(tables: dict[Path, dict]) -> None:
     and advise_runs.parquet, target_ms_pred as ``predict_loop`` does, and its runs as
     advise_runs.parquet holds them. So the samples cannot move apart from the records."""
     from ..analysis.summaries import recompute_advise
-    from ..evidence.advise import predict_loop
     for path, record in tables.items():
         if record.get("kind") != "advise_check":
             continue
@@ -424,12 +423,13 @@ def check_advise_records(tables: dict[Path, dict]) -> None:
         summary, micro, rounds, runs = (read_parquet(d / name) for name in ADVISE_RECORDS)
         want = recompute_advise(summary, micro, rounds, runs).set_index("pair")
         for i, s in enumerate(record["samples"]):
-            _advise_sample_check(path, i, s, want, micro, rounds, runs, predict_loop)
+            _advise_sample_check(path, i, s, want, micro, rounds, runs)
 
 
 def _advise_sample_check(path: Path, i: int, s: dict, want: pd.DataFrame, micro: pd.DataFrame,
-                         rounds: pd.DataFrame, runs: pd.DataFrame, predict_loop) -> None:
+                         rounds: pd.DataFrame, runs: pd.DataFrame) -> None:
     """One sample of an advise_check table against its pair's recomputed row and runs."""
+    from ..evidence.advise import predict_loop
     from .benchvalues import same_value
     pair = s.get("pair")
     if pair not in want.index:
