@@ -117,10 +117,15 @@ def prompt_sources(texts: list[str] | None, files: list[str] | None) -> list[tup
         raise ConfigError("--prompt: - (stdin) can be given once")
     out = [("--prompt", _stdin_text() if t == "-" else t) for t in texts]
     out += [("--prompt-file", _read_text(Path(f), "--prompt-file")) for f in files]
-    for where, text in out:
+    return _non_empty(out)
+
+
+def _non_empty(sources: list[tuple[str, str]]) -> list[tuple[str, str]]:
+    """``sources`` ((flag, text) pairs), refusing an empty or blank text by its flag."""
+    for where, text in sources:
         if not text.strip():
             raise ConfigError(f"{where}: empty prompt: give some text")
-    return out
+    return sources
 
 
 def _preflight(target_spec: dict, draft_spec: dict | None) -> dict:
@@ -218,7 +223,7 @@ def print_decode(out: dict) -> None:
         print(f"ids equal target-only: {out['ids_equal_target_only']}")
 
 
-# advise decodes up to this many tokens per prompt (its probe, 48; --check, 64)
+# advise decodes up to this many tokens per prompt (probe, confirmation and --check)
 ADVISE_TOKENS = 64
 
 
@@ -240,17 +245,16 @@ def _advise_prompts(a, sources: list[tuple[str, str]], target, models) -> list[l
 
 
 def _check_sources(a) -> list[tuple[str, str]]:
-    """(flag, text) of each --check-prompt-file, after checking --probe-seconds and that
-    check prompts come with --check."""
+    """(flag, text) of each --check-prompt-file, after checking --probe-seconds,
+    --confirm-seconds and that check prompts come with --check."""
     if a.probe_seconds is not None and not a.probe_seconds > 0:
         raise ConfigError(f"--probe-seconds: {a.probe_seconds}: must be > 0")
+    if not a.confirm_seconds >= 0:
+        raise ConfigError(f"--confirm-seconds: {a.confirm_seconds}: must be >= 0")
     if a.check_prompt_file and not a.check:
         raise ConfigError("--check-prompt-file: only with --check")
-    out = [("--check-prompt-file", _read_text(Path(f), "--check-prompt-file")) for f in a.check_prompt_file or []]
-    for where, text in out:
-        if not text.strip():
-            raise ConfigError(f"{where}: empty prompt: give some text")
-    return out
+    return _non_empty([("--check-prompt-file", _read_text(Path(f), "--check-prompt-file"))
+                       for f in a.check_prompt_file or []])
 
 
 def cmd_advise(a) -> int:
@@ -272,7 +276,8 @@ def cmd_advise(a) -> int:
     log("measuring verify cost v(B), draft step cost, and acceptance by position ...")
     with heartbeat("advise", stream=sys.stderr):
         res = advise(target, drafter, prompts, k_max=a.k_max, temperature=a.temperature, seed=a.seed,
-                     budget_s=a.probe_seconds, future_prompts=len(checked) if a.check else None)
+                     budget_s=a.probe_seconds, future_prompts=len(checked) if a.check else None,
+                     probe_tokens=ADVISE_TOKENS, confirm_s=a.confirm_seconds)
         if a.check:
             log(f"checking: realized speedup at K={res['k']} on {len(checked)} "
                 f"{'unseen' if unseen else 'probe'} prompts ...")
@@ -302,9 +307,12 @@ def print_advice(res: dict, target: str, check: bool) -> None:
               f"{num(r['predicted_speedup'], '6.2f')}x{mark}")
     verdict = "enable speculation" if res["enable"] else "do NOT enable speculation (predicted slower)"
     level = round(100 * BOOTSTRAP_LEVEL)
+    source = (f"measured on {res['confirm_prompts']} prompts at K={res['k']}; the cost model said "
+              f"{num(res['loop_predicted_speedup'])}x" if res["model"] == "confirmed" else
+              f"the cost model over {res['probe_prompts']} probe prompts")
     print(f"advice: {verdict}, K={res['k']}, predicted {num(res['predicted_speedup'])}x "
-          f"[{num(res['predicted_low'])}, {num(res['predicted_high'])}] ({level}% prediction interval over "
-          f"{res['probe_prompts']} probe prompts; micro-benchmark model {num(res['micro_predicted_speedup'])}x) ({res['seconds']:.0f} s to measure)")
+          f"[{num(res['predicted_low'])}, {num(res['predicted_high'])}] ({level}% prediction interval; {source}; "
+          f"micro-benchmark model {num(res['micro_predicted_speedup'])}x) ({res['seconds']:.0f} s to measure)")
     if res["enable"] and res["predicted_low"] <= 1 or not res["enable"] and res["predicted_high"] >= 1:
         print("note: the interval includes 1: the probe cannot tell whether speculation pays here")
     if check:
@@ -520,6 +528,10 @@ def _advise_parser(sub) -> argparse.ArgumentParser:
     ad.add_argument("--k-max", type=int, default=8, metavar="K", help="the largest K measured and predicted")
     ad.add_argument("--probe-seconds", type=float, metavar="S",
                     help="stop probing new prompts after S seconds, two prompts at least (default: probe all)")
+    ad.add_argument("--confirm-seconds", type=float, default=60.0, metavar="S",
+                    help="then run target-only and the chosen K back to back on the prompts for S seconds, "
+                         "two prompts at least, and predict their measured speedup (0: predict from the "
+                         "probe's cost model; default: 60)")
     ad.add_argument("--check", action="store_true", help="also measure the realized speedup at the advised K")
     ad.add_argument("--check-prompt-file", action="append", metavar="PATH",
                     help="a prompt the check runs on and the probe never sees (repeatable; "

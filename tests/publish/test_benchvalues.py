@@ -150,8 +150,9 @@ def test_the_counts_a_table_prints_come_from_its_samples():
 def _advise_sample(pair, predicted, low, high, spec_ns, target_ns, prompts=3):
     runs = [{"path": path, "prompt": p, "new_tokens": 10, "decode_ns": ns}
             for p in range(prompts) for path, ns in (("target", target_ns), ("speculative", spec_ns))]
-    return {"pair": pair, "k": 2, "predicted": predicted, "low": low, "high": high, "probe_prompts": 8,
-            "future_prompts": prompts, "target_ms_pred": 10.0, "runs": runs}
+    return {"pair": pair, "k": 2, "predicted": predicted, "low": low, "high": high, "model": "confirmed",
+            "probe_prompts": 8, "future_prompts": prompts, "confirm_prompts": 8, "loop_predicted": predicted,
+            "target_ms_pred": 10.0, "runs": runs}
 
 
 def test_advise_check_realizes_from_the_runs_and_judges_the_error_and_the_cover():

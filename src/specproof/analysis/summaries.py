@@ -26,7 +26,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from ..evidence.advise import predict, predict_loop, realized_from_runs
+from ..evidence.advise import predict, predict_loop, realized_from_runs, with_confirmation
 from ..evidence.calibration import (LEVEL2_COLUMNS, level1_case, level1_summary, level2_tests,
                                     power_curve, summarize_calibration)
 from ..evidence.prediction import first_reserved_start, load_sealed, prediction_counts, reserved_live
@@ -122,10 +122,8 @@ def recompute(d: Path, alpha: float, n_tokens: int) -> Summaries:
 def recompute_advise(summary: pd.DataFrame, micro: pd.DataFrame, rounds: pd.DataFrame,
                      runs: pd.DataFrame) -> pd.DataFrame:
     """advise.parquet's rows with k, predicted_speedup, enable and draft_to_target_ratio
-    recomputed for every pair the raw records hold, from its timed calls and probe rounds
-    (``evidence.advise.predict_loop`` for a row whose ``model`` is 'loop', with its
-    interval and the micro-benchmark model's prediction at its K; ``predict`` for a row
-    written before the loop model), and realized_speedup from its realized runs
+    recomputed for every pair the raw records hold, from its timed calls, probe rounds and
+    runs (``advise_prediction``), and realized_speedup from its check runs
     (``realized_from_runs``); the other columns (target, draft, timing of the stage) are
     shown as the summary has them. A pair only the summary holds gets no row, so the
     audit reports its numbers as not recomputed."""
@@ -133,22 +131,35 @@ def recompute_advise(summary: pd.DataFrame, micro: pd.DataFrame, rounds: pd.Data
     for pair in dict.fromkeys(rounds["pair"]):
         row = shown.get(pair, {"pair": pair})
         r, m, n = rounds[rounds["pair"] == pair], micro[micro["pair"] == pair], runs[runs["pair"] == pair]
-        if not (len(r) and len(m) and len(n)):
+        confirm, check = (n[n["phase"] == p] for p in ("confirm", "check")) if "phase" in n else (n[:0], n)
+        if not (len(r) and len(m) and len(check)):
             continue
-        k_max = int(r["k_max"].iloc[0])
-        micro_model = predict(m, r, k_max)
-        if row.get("model") == "loop":
-            res = predict_loop(m, r, k_max, **_interval_of(row, n))
-            extra = {"predicted_low": res["predicted_low"], "predicted_high": res["predicted_high"],
-                     "micro_predicted_speedup": micro_model["table"][res["k"] - 1]["predicted_speedup"]}
-            if "interval_unit" in row:
-                extra.update({c: res[c] for c in ("interval_unit", "probe_prompts", "future_prompts")})
-        else:  # a set written before the loop model: the micro-benchmark model was the advice
-            res, extra = micro_model, {}
+        res, extra = advise_prediction(row, m, r, confirm, check)
         out.append({**row, "k": res["k"], "predicted_speedup": res["predicted_speedup"],
                     "enable": res["enable"], "draft_to_target_ratio": res["draft_to_target_ratio"],
-                    "realized_speedup": realized_from_runs(n), **extra})
+                    "realized_speedup": realized_from_runs(check), **extra})
     return pd.DataFrame(out, columns=summary.columns)
+
+
+def advise_prediction(row: dict, micro: pd.DataFrame, rounds: pd.DataFrame, confirm: pd.DataFrame,
+                      check: pd.DataFrame) -> tuple[dict, dict]:
+    """One pair's advice as its ``model`` says it was made, and the summary columns that
+    go with it: 'confirmed', ``with_confirmation`` of ``predict_loop`` over ``confirm``;
+    'loop', ``predict_loop`` with its interval and the micro-benchmark model's prediction
+    at its K; a row written before the loop model, ``predict``."""
+    k_max = int(rounds["k_max"].iloc[0])
+    micro_model = predict(micro, rounds, k_max)
+    if row.get("model") not in ("loop", "confirmed"):  # written before the loop model
+        return micro_model, {}
+    interval = _interval_of(row, check)
+    res = predict_loop(micro, rounds, k_max, **interval)
+    if row["model"] == "confirmed":
+        res = with_confirmation(res, confirm, interval.get("future_prompts"))
+    extra = {"predicted_low": res["predicted_low"], "predicted_high": res["predicted_high"],
+             "micro_predicted_speedup": micro_model["table"][res["k"] - 1]["predicted_speedup"]}
+    columns = [c for c in ("interval_unit", "probe_prompts", "future_prompts", "loop_predicted_speedup",
+                           "confirm_prompts") if c in row]
+    return res, extra | {c: res[c] for c in columns}
 
 
 def _interval_of(row: dict, runs: pd.DataFrame) -> dict:

@@ -33,7 +33,11 @@ rounds), then as many new prompts as the check will run, and each B's isolated v
 samples (``predict_loop``; sets frozen before it resampled rounds). An n-gram drafter's
 E[C|K] and proposal lengths come from replaying it over the greedy target-only probe
 runs (``costmodel.replayed_rounds``), not from per-round acceptance at K_max. It
-recommends K* = argmax S(K); speculation is enabled only if S(K*) > 1.
+chooses K* = argmax S(K). With a confirmation budget (a study's
+``advise.confirm_seconds``), target-only and K* then run back to back on the same
+prompts (``paired_runs``) and their measured speedup, with its prediction interval over
+prompts, is the prediction (``confirmed_prediction``); speculation is enabled only if the
+prediction is above 1.
 """
 from __future__ import annotations
 
@@ -81,31 +85,50 @@ class CyclePolicy(Policy):
 def advise(target: Backend, drafter: Drafter, prompts: list[list[int]], k_max: int = 8,
            temperature: float = 0.0, probe_tokens: int = 48, repeats: int = 5, seed: int = 0,
            records: dict | None = None, budget_s: float | None = None,
-           future_prompts: int | None = None) -> dict:
-    """Measure (verify cost, draft step cost, a probe at K_max per prompt) and predict
-    with ``predict_loop`` (interval over prompts, for ``future_prompts`` new ones). The
+           future_prompts: int | None = None, confirm_s: float = 0.0) -> dict:
+    """Measure (verify cost, draft step cost, a probe at K_max per prompt), choose K with
+    ``predict_loop`` (interval over prompts, for ``future_prompts`` new ones), then, with
+    ``confirm_s`` > 0, confirm: run target-only and K* back to back on the same prompts
+    for ``confirm_s`` seconds (``paired_runs``, at least two prompts) and predict the
+    measured speedup with its interval over prompts (``confirmed_prediction``; ``model``
+    'confirmed', the loop model's prediction kept as ``loop_predicted_speedup``). The
     probe takes the prompts in order until ``budget_s`` seconds (counted from the start,
     timed calls included) are spent, and at least two (all, without a budget).
     ``records``, when given, receives the measurements the prediction is computed from:
     ``records["micro"]`` (one row per timed call kind: measure 'verify' at B or 'draft',
-    samples_ms) and ``records["rounds"]`` (the probe's rounds: path 'target' or
-    'speculative', prompt index, requested, k_max, the round columns)."""
+    samples_ms), ``records["rounds"]`` (the probe's rounds: path 'target' or
+    'speculative', prompt index, requested, k_max, the round columns) and
+    ``records["confirm"]`` (the confirmation's runs, ``paired_runs``'s rows)."""
     t0 = time.perf_counter()
+    settings = DecodeSettings(probe_tokens, temperature, seed)
     with watch() as w:
         micro = _measured_calls(target, drafter, prompts[0], k_max, repeats)
-        frames = _probe_rounds(target, drafter, prompts, k_max, DecodeSettings(probe_tokens, temperature, seed),
-                               None if budget_s is None else t0 + budget_s)
+        frames = _probe_rounds(target, drafter, prompts, k_max, settings, None if budget_s is None else t0 + budget_s)
+        import pandas as pd
+        rounds, micro = pd.concat(frames, ignore_index=True).assign(k_max=k_max), pd.DataFrame(micro)
+        res = predict_loop(micro, rounds, k_max, future_prompts=future_prompts)
+        confirm = pd.DataFrame(paired_runs(target, drafter, prompts, res["k"], settings,
+                                           time.perf_counter() + confirm_s) if confirm_s > 0 else [])
     warn_if_busy("advise", [w.share])
-    import pandas as pd
-    rounds = pd.concat(frames, ignore_index=True).assign(k_max=k_max)
-    micro = pd.DataFrame(micro)
     if records is not None:
-        records["micro"], records["rounds"] = micro, rounds
+        records["micro"], records["rounds"], records["confirm"] = micro, rounds, confirm
     micro_model = predict(micro, rounds, k_max)
-    res = predict_loop(micro, rounds, k_max, future_prompts=future_prompts)
+    res = with_confirmation(res, confirm, future_prompts)
     res["micro_model"] = micro_model
     res["micro_predicted_speedup"] = micro_model["table"][res["k"] - 1]["predicted_speedup"]
     return {**res, "seconds": time.perf_counter() - t0, "other_cpu_share": w.share}
+
+
+def with_confirmation(loop: dict, confirm: "pd.DataFrame", future_prompts: int | None) -> dict:
+    """``predict_loop``'s result with ``loop_predicted_speedup`` (its prediction at K*)
+    and, where the confirmation ran (``confirm`` not empty), its prediction, interval,
+    ``confirm_prompts`` and ``enable`` (predicted > 1) in place of the loop model's,
+    ``model`` 'confirmed'; without it, ``confirm_prompts`` 0 and the loop's own."""
+    out = {**loop, "loop_predicted_speedup": loop["predicted_speedup"], "confirm_prompts": 0}
+    if len(confirm):
+        out |= confirmed_prediction(confirm, future_prompts)
+        out |= {"model": "confirmed", "enable": out["predicted_speedup"] > 1.0}
+    return out
 
 
 def _measured_calls(target: Backend, drafter: Drafter, ctx: list[int], k_max: int, repeats: int) -> list[dict]:
@@ -337,20 +360,31 @@ def _prompt_draws(t_df: "pd.DataFrame", s_df: "pd.DataFrame", future: int | None
     return draw
 
 
+def paired_runs(target: Backend, drafter: Drafter, prompts: list[list[int]], k: int, settings: DecodeSettings,
+                deadline: float | None = None) -> list[dict]:
+    """Target-only and speculative at fixed K on each prompt, back to back, target-only
+    first on even prompts and second on odd ones (the machine's slow drift falls on both
+    paths alike); prompts in order, stopping after the first two once ``perf_counter``
+    passes ``deadline``. One row per run: path, prompt index, k, new_tokens, decode_ns."""
+    runs = []
+    for i, ids in enumerate(prompts):
+        if i >= 2 and deadline is not None and time.perf_counter() >= deadline:
+            break
+        order = ("target", "speculative") if i % 2 == 0 else ("speculative", "target")
+        for path in order:
+            r = (decode_target_only(target, ids, settings) if path == "target"
+                 else decode_speculative(target, drafter, ids, settings, FixedPolicy(k)))
+            runs.append({"path": path, "prompt": i, "k": k, "new_tokens": r.new_tokens, "decode_ns": r.decode_ns})
+    return runs
+
+
 def realized_speedup(target: Backend, drafter: Drafter, prompts: list[list[int]], k: int,
                      temperature: float = 0.0, max_new_tokens: int = 64, seed: int = 0,
                      records: list | None = None) -> float:
-    """Measured tokens/s ratio at fixed K (target-only and speculative alternate per
-    prompt), see ``realized_from_runs``; ``records`` receives one row per run (path,
-    prompt index, k, new_tokens, decode_ns)."""
-    s = DecodeSettings(max_new_tokens, temperature, seed)
-    runs = []
+    """Measured tokens/s ratio at fixed K on every prompt (``paired_runs``), see
+    ``realized_from_runs``; ``records`` receives the runs' rows."""
     with watch() as w:
-        for i, ids in enumerate(prompts):
-            for path, r in (("target", decode_target_only(target, ids, s)),
-                            ("speculative", decode_speculative(target, drafter, ids, s, FixedPolicy(k)))):
-                runs.append({"path": path, "prompt": i, "k": k, "new_tokens": r.new_tokens,
-                             "decode_ns": r.decode_ns})
+        runs = paired_runs(target, drafter, prompts, k, DecodeSettings(max_new_tokens, temperature, seed))
     warn_if_busy("advise's check", [w.share])
     if records is not None:
         records += runs
@@ -358,25 +392,76 @@ def realized_speedup(target: Backend, drafter: Drafter, prompts: list[list[int]]
     return realized_from_runs(pd.DataFrame(runs))
 
 
+def prompt_sums(runs: "pd.DataFrame") -> np.ndarray:
+    """(prompts x 4) float array, prompts in sorted order: per prompt the sums of
+    new_tokens and decode_ns of its speculative runs, then of its target-only runs."""
+    cols = [runs[runs["path"] == p].groupby("prompt")[f].sum() for p in ("speculative", "target")
+            for f in ("new_tokens", "decode_ns")]
+    import pandas as pd
+    return pd.concat(cols, axis=1).fillna(0).sort_index().to_numpy(dtype=float)
+
+
+def pooled_ratio(sums: np.ndarray) -> np.ndarray:
+    """(sum tokens_spec / sum ns_spec) / (sum tokens_target / sum ns_target) over the last
+    axis but one of ``prompt_sums`` rows (a float for one set of rows)."""
+    t = sums.sum(axis=-2)
+    return (t[..., 0] / t[..., 1]) / (t[..., 2] / t[..., 3])
+
+
+def bootstrap_ratios(sums: np.ndarray, rng: np.random.Generator, resamples: int,
+                     future: int | None = None) -> np.ndarray:
+    """``pooled_ratio`` of ``resamples`` replicates, each drawing the n prompts of
+    ``sums`` with replacement; with ``future`` = m, then m prompts from those n (a
+    prediction for m new prompts: Var ~ s^2/n + s^2/m)."""
+    n = len(sums)
+    drawn = rng.integers(0, n, (resamples, n))
+    if future:
+        drawn = np.take_along_axis(drawn, rng.integers(0, n, (resamples, future)), axis=1)
+    return pooled_ratio(sums[drawn])
+
+
 def realized_from_runs(runs: "pd.DataFrame") -> float:
     """(sum tokens_spec / sum decode_ns_spec) / (sum tokens_target / sum decode_ns_target):
     the ratio of total tokens over total decode time, speculative over target-only."""
-    s, t = runs[runs["path"] == "speculative"], runs[runs["path"] == "target"]
-    return (int(s["new_tokens"].sum()) / int(s["decode_ns"].sum())) / \
-        (int(t["new_tokens"].sum()) / int(t["decode_ns"].sum()))
+    return float(pooled_ratio(prompt_sums(runs)))
+
+
+def confirmed_prediction(runs: "pd.DataFrame", future_prompts: int | None,
+                         resamples: int = BOOTSTRAP_RESAMPLES, level: float = BOOTSTRAP_LEVEL,
+                         seed: int = 0) -> dict:
+    """The speedup measured at the advised K on the probe's prompts (``paired_runs``):
+    ``predicted_speedup`` = ``realized_from_runs``; ``predicted_low``/``predicted_high``
+    its ``level`` percentile prediction interval for ``future_prompts`` new prompts
+    (``bootstrap_ratios``, PCG64 seeded by ``seed``); ``confirm_prompts`` = n."""
+    sums = prompt_sums(runs)
+    draws = bootstrap_ratios(sums, np.random.Generator(np.random.PCG64(seed)), resamples, future_prompts)
+    tail = (1 - level) / 2
+    low, high = (float(q) for q in np.quantile(draws, [tail, 1 - tail]))
+    return {"predicted_speedup": float(pooled_ratio(sums)), "predicted_low": low, "predicted_high": high,
+            "confirm_prompts": len(sums)}
+
+
+def predicted_target_ms(micro: "pd.DataFrame", rounds: "pd.DataFrame", confirm: "pd.DataFrame") -> float:
+    """The target-only ms per token behind a prediction: the confirmation's (sum decode_ns
+    / sum new_tokens of its target-only runs) where it ran, else the loop model's t_T."""
+    if len(confirm):
+        t = confirm[confirm["path"] == "target"]
+        return float(t["decode_ns"].sum() / t["new_tokens"].sum() / 1e6)
+    return predict_loop(micro, rounds, int(rounds["k_max"].iloc[0]), resamples=0)["target_ms_per_token"]
 
 
 def advise_study(study: Study, prompt_set: list[dict], out: Path, micro_out: Path | None = None,
                  rounds_out: Path | None = None, runs_out: Path | None = None) -> None:
-    """Per pair: the advised K and predicted speedup (probe on the discovery prompts taken
-    in turn from each workload, for ``study.advise["probe_seconds"]``; the loop model,
-    ``model`` 'loop', with its prediction interval over prompts for as many new prompts
-    as the reserved split holds, ``predicted_low``/``predicted_high``, and the
-    micro-benchmark model's prediction at that K, ``micro_predicted_speedup``), and the
-    realized speedup at that K on the reserved prompts (greedy). The summary goes to
-    ``out``; the measurements it is computed from, each row with its pair, to
-    ``micro_out`` (timed calls), ``rounds_out`` (probe rounds) and ``runs_out`` (the
-    realized runs), the raw records the audit recomputes the summary from."""
+    """Per pair: the advised K and predicted speedup (``advise``: the probe on the
+    discovery prompts taken in turn from each workload, for
+    ``study.advise["probe_seconds"]``, chooses K; the confirmation at that K on the same
+    prompts, for ``study.advise["confirm_seconds"]``, predicts, with its interval over
+    prompts for as many new prompts as the reserved split holds; with 0 seconds the loop
+    model predicts, ``model`` 'loop'), and the realized speedup at that K on the reserved
+    prompts (greedy). The summary goes to ``out``; the measurements it is computed from,
+    each row with its pair, to ``micro_out`` (timed calls), ``rounds_out`` (probe rounds)
+    and ``runs_out`` (the confirmation's and the check's runs, ``phase`` 'confirm' or
+    'check'), the raw records the audit recomputes the summary from."""
     import pandas as pd
     discovery, reserved = split_of(prompt_set, study.prediction["discovery_fraction"])
     pool, rows, frames = ModelPool(study), [], {"micro": [], "rounds": [], "runs": []}
@@ -386,11 +471,14 @@ def advise_study(study: Study, prompt_set: list[dict], out: Path, micro_out: Pat
         probe = [prompt_ids(target, r) for r in interleaved_by_workload(discovery)]
         rec: dict = {}
         res = advise(target, drafter, probe, k_max=STUDY_K_MAX, probe_tokens=study.settings["max_new_tokens"],
-                     records=rec, budget_s=study.advise["probe_seconds"], future_prompts=len(reserved))
+                     records=rec, budget_s=study.advise["probe_seconds"], future_prompts=len(reserved),
+                     confirm_s=study.advise["confirm_seconds"])
         realized: list[dict] = []
         real = realized_speedup(target, drafter, [prompt_ids(target, r) for r in reserved], res["k"],
                                 max_new_tokens=study.settings["max_new_tokens"], records=realized)
-        for name, df in (("micro", rec["micro"]), ("rounds", rec["rounds"]), ("runs", pd.DataFrame(realized))):
+        runs = pd.concat([rec["confirm"].assign(phase="confirm"), pd.DataFrame(realized).assign(phase="check")],
+                         ignore_index=True)
+        for name, df in (("micro", rec["micro"]), ("rounds", rec["rounds"]), ("runs", runs)):
             frames[name].append(df.assign(pair=pair["name"]))
         rows.append({"pair": pair["name"], "target": pair["target"], "draft": pair["draft"],
                      **{c: res[c] for c in ADVISE_COLUMNS}, "realized_speedup": real,
@@ -401,6 +489,7 @@ def advise_study(study: Study, prompt_set: list[dict], out: Path, micro_out: Pat
     write_parquet(pd.DataFrame(rows), out)
 
 
-# advise.parquet's columns that come from the prediction (``predict_loop``)
+# advise.parquet's columns that come from the prediction (``predict_loop``, ``with_confirmation``)
 ADVISE_COLUMNS = ("k", "predicted_speedup", "enable", "draft_to_target_ratio", "model", "predicted_low",
-                  "predicted_high", "micro_predicted_speedup", "interval_unit", "probe_prompts", "future_prompts")
+                  "predicted_high", "micro_predicted_speedup", "interval_unit", "probe_prompts", "future_prompts",
+                  "loop_predicted_speedup", "confirm_prompts")

@@ -227,22 +227,34 @@ def _advise(p: Plan) -> float:
     """Per pair: v(B) for B = 1..K_max+1 six times and the draft step eleven; the probe
     on the discovery prompts in turn from each workload (target-only and K cycling,
     counted at 3 K_max / 4) until ``advise.probe_seconds`` is spent, at least two; the
-    check on every reserved prompt (target-only and K = min(4, K_max), the advised K
-    unknown)."""
+    confirmation on them (target-only and K = min(4, K_max), the advised K unknown) until
+    ``advise.confirm_seconds`` is spent, at least two unless it is 0; the check on every
+    reserved prompt (the same two runs)."""
     k_probe, k_check = max(1, round(3 * STUDY_K_MAX / 4)), min(4, STUDY_K_MAX)
-    budget_ms = 1e3 * p.study.advise["probe_seconds"]
+    budget_ms, confirm_ms = (1e3 * p.study.advise[f] for f in ("probe_seconds", "confirm_seconds"))
     ms = 0.0
     for pair in p.study.pairs:
         t, d = pair["target"], pair["draft"]
         c, dc = p.targets[t], p.drafts[d]
         ms += p.loads_ms([t], [d])
-        spent = 6 * sum(c.v(b) for b in range(1, STUDY_K_MAX + 2)) + (11 * dc.step if dc is not None else 0.0)
-        for i, r in enumerate(interleaved_by_workload(p.discovery)):
-            if i >= 2 and spent >= budget_ms:
-                break
-            spent += p.target_only(t, r) + p.spec(t, d, r, k_probe)
-        ms += spent + sum(p.target_only(t, r) + p.spec(t, d, r, k_check) for r in p.reserved)
+        paired = lambda r: p.target_only(t, r) + p.spec(t, d, r, k_check)  # noqa: E731
+        probe = [p.target_only(t, r) + p.spec(t, d, r, k_probe) for r in interleaved_by_workload(p.discovery)]
+        ms += _within_budget(probe, budget_ms, 6 * sum(c.v(b) for b in range(1, STUDY_K_MAX + 2))
+                             + (11 * dc.step if dc is not None else 0.0))
+        if confirm_ms > 0:
+            ms += _within_budget([paired(r) for r in interleaved_by_workload(p.discovery)], confirm_ms)
+        ms += sum(paired(r) for r in p.reserved)
     return ms
+
+
+def _within_budget(costs: list[float], budget_ms: float, spent: float = 0.0) -> float:
+    """``spent`` plus the costs (ms) taken in order until ``budget_ms`` is spent, at least
+    two (as ``advise``'s probe and confirmation stop)."""
+    for i, cost in enumerate(costs):
+        if i >= 2 and spent >= budget_ms:
+            break
+        spent += cost
+    return spent
 
 
 def _calibration(p: Plan) -> float:

@@ -410,8 +410,8 @@ def check_advise_records(tables: dict[Path, dict]) -> None:
     """An advise_check table's samples against the stage records beside it
     (results/<table>/): each pair's k, predicted, low, high, probe and future prompts as
     the study audit's own ``recompute_advise`` gives them from advise_micro, advise_rounds
-    and advise_runs.parquet, target_ms_pred as ``predict_loop`` does, and its runs as
-    advise_runs.parquet holds them. So the samples cannot move apart from the records."""
+    and advise_runs.parquet, target_ms_pred and the check's runs as ``advise_sample``
+    takes them from the records. So the samples cannot move apart from the records."""
     from ..analysis.summaries import recompute_advise
     for path, record in tables.items():
         if record.get("kind") != "advise_check":
@@ -428,24 +428,17 @@ def check_advise_records(tables: dict[Path, dict]) -> None:
 
 def _advise_sample_check(path: Path, i: int, s: dict, want: pd.DataFrame, micro: pd.DataFrame,
                          rounds: pd.DataFrame, runs: pd.DataFrame) -> None:
-    """One sample of an advise_check table against its pair's recomputed row and runs."""
-    from ..evidence.advise import predict_loop
-    from .benchvalues import same_value
+    """One sample of an advise_check table against ``advise_sample`` of its pair's
+    recomputed row and records."""
+    from .benchvalues import advise_sample, same_value
     pair = s.get("pair")
     if pair not in want.index:
         raise SpecproofError(f"{path}: field samples[{i}].pair {pair!r} has no records in {path.with_suffix('').name}/")
-    row, mine = want.loc[pair], runs[runs["pair"] == pair]
-    expect = {"k": int(row["k"]), "predicted": float(row["predicted_speedup"]), "low": float(row["predicted_low"]),
-              "high": float(row["predicted_high"]), "probe_prompts": int(row["probe_prompts"]),
-              "future_prompts": int(row["future_prompts"]),
-              "target_ms_pred": predict_loop(micro[micro["pair"] == pair], rounds[rounds["pair"] == pair],
-                                             int(rounds["k_max"].iloc[0]), resamples=0)["target_ms_per_token"],
-              "runs": mine[["path", "prompt", "new_tokens", "decode_ns"]].to_dict(orient="records")}
+    of = lambda df: df[df["pair"] == pair]  # noqa: E731
+    expect = advise_sample({**want.loc[pair].to_dict(), "pair": pair}, of(micro), of(rounds), of(runs))
     for field, value in expect.items():
         have = s.get(field)
-        same = (have == [{k: (int(v) if k != "path" else v) for k, v in r.items()} for r in value]
-                if field == "runs" else same_value(have, value))
-        if not same:
+        if not (have == value if field in ("runs", "model", "pair") else same_value(have, value)):
             raise SpecproofError(f"{path}: field samples[{i}].{field} is {_short(have)}; the records in "
                                  f"{path.with_suffix('').name}/ give {_short(value)}")
 

@@ -157,22 +157,33 @@ ADVISE_RESAMPLES = 2000  # the realized speedup's percentile bootstrap over prom
 
 
 def _realized_interval(runs: list[dict]) -> tuple[float, float]:
-    """95% percentile interval of the realized speedup (sum tokens / sum ns, speculative
-    over target-only) over ADVISE_RESAMPLES resamples of the prompts (PCG64 seeded 0),
+    """95% percentile interval of the realized speedup (``evidence.advise.pooled_ratio``)
+    over ADVISE_RESAMPLES resamples of the prompts (``bootstrap_ratios``, PCG64 seeded 0),
     each prompt bringing its runs of both paths."""
-    prompts = sorted({r["prompt"] for r in runs})
-    col = {("speculative", "new_tokens"): 0, ("speculative", "decode_ns"): 1, ("target", "new_tokens"): 2,
-           ("target", "decode_ns"): 3}
-    per = np.zeros((len(prompts), 4))
-    for r in runs:
-        i = prompts.index(r["prompt"])
-        for field in ("new_tokens", "decode_ns"):
-            per[i, col[(r["path"], field)]] += r[field]
-    rng = np.random.Generator(np.random.PCG64(0))
-    sums = per[rng.integers(0, len(prompts), (ADVISE_RESAMPLES, len(prompts)))].sum(axis=1)
-    ratio = (sums[:, 0] / sums[:, 1]) / (sums[:, 2] / sums[:, 3])
+    import pandas as pd
+    from ..evidence.advise import bootstrap_ratios, prompt_sums
+    ratio = bootstrap_ratios(prompt_sums(pd.DataFrame(runs)), np.random.Generator(np.random.PCG64(0)),
+                             ADVISE_RESAMPLES)
     low, high = np.quantile(ratio, [0.025, 0.975])
     return float(low), float(high)
+
+
+def advise_sample(row: dict, micro, rounds, runs) -> dict:
+    """One pair's advise_check sample from its advise.parquet ``row`` and its records
+    (advise_micro, advise_rounds, advise_runs rows): k, predicted [low, high], model, probe,
+    future and confirmation prompts, target_ms_pred (``predicted_target_ms``) and the
+    check's runs (path, prompt, new_tokens, decode_ns)."""
+    from ..evidence.advise import predicted_target_ms
+    confirm, check = ((runs[runs["phase"] == p] for p in ("confirm", "check")) if "phase" in runs
+                      else (runs[:0], runs))
+    return {"pair": row["pair"], "k": int(row["k"]), "predicted": float(row["predicted_speedup"]),
+            "low": float(row["predicted_low"]), "high": float(row["predicted_high"]), "model": row["model"],
+            "probe_prompts": int(row["probe_prompts"]), "future_prompts": int(row["future_prompts"]),
+            "confirm_prompts": int(row.get("confirm_prompts", 0)),
+            "loop_predicted": float(row.get("loop_predicted_speedup", row["predicted_speedup"])),
+            "target_ms_pred": predicted_target_ms(micro, rounds, confirm),
+            "runs": check[["path", "prompt", "new_tokens", "decode_ns"]]
+            .astype({"prompt": int, "new_tokens": int, "decode_ns": int}).to_dict(orient="records")}
 
 
 def _advise_row(s: dict) -> dict:
@@ -210,6 +221,8 @@ def advise_values(samples: list[dict]) -> dict[str, tuple]:
                    f"{key}.realized_high": (r["realized_interval"][1], "x"),
                    f"{key}.covered": (r["covered"], "bool"), f"{key}.within_goal": (r["within"], "bool"),
                    f"{key}.probe_prompts": (s["probe_prompts"], "prompts"),
+                   f"{key}.confirm_prompts": (s["confirm_prompts"], "prompts"),
+                   f"{key}.loop_predicted": (s["loop_predicted"], "x"),
                    f"{key}.reserved_prompts": (r["reserved"], "prompts"),
                    f"{key}.target_factor": (r["target_factor"], "x"), f"{key}.spec_factor": (r["spec_factor"], "x")}
     rows = [_advise_row(s) for s in samples]
@@ -220,13 +233,14 @@ def advise_values(samples: list[dict]) -> dict[str, tuple]:
 
 
 def advise_cells(samples: list[dict]) -> list[list]:
-    """Per pair, the advise_check table's row: pair, K, probe prompts, predicted, its
-    interval, reserved prompts, realized with its interval, error, covered, within the goal, and the miss's
+    """Per pair, the advise_check table's row: pair, K, probe and confirmation prompts, the
+    loop model's prediction, the prediction and its interval, reserved prompts, realized with its interval, error, covered, within the goal, and the miss's
     two factors (target-only step, speculative ms per token)."""
     out = []
     for s in samples:
         r = _advise_row(s)
-        out.append([s["pair"], s["k"], s["probe_prompts"], s["predicted"], f"[{s['low']:.3f}, {s['high']:.3f}]",
+        out.append([s["pair"], s["k"], s["probe_prompts"], s["confirm_prompts"], s["loop_predicted"], s["predicted"],
+                    f"[{s['low']:.3f}, {s['high']:.3f}]",
                     r["reserved"], r["realized"], "[{:.3f}, {:.3f}]".format(*r["realized_interval"]), f"{r['error']:+.1%}", "yes" if r["covered"] else "NO",
                     "yes" if r["within"] else "NO", r["target_factor"], r["spec_factor"]])
     return out

@@ -153,9 +153,11 @@ class Study:
 
     @property
     def advise(self) -> dict:
-        """The ``advise`` section with its default: ``probe_seconds`` (60), how long each
-        pair's probe may run on the discovery prompts (at least two are probed)."""
-        return self.section("advise", probe_seconds=60.0)
+        """The ``advise`` section with its defaults: ``probe_seconds`` (60), how long each
+        pair's probe may run on the discovery prompts (at least two are probed), and
+        ``confirm_seconds`` (60), how long the confirmation at the chosen K may run on them
+        (0: none, the loop model predicts)."""
+        return self.section("advise", probe_seconds=60.0, confirm_seconds=60.0)
 
     @property
     def interval(self) -> str:
