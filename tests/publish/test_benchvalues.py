@@ -213,3 +213,22 @@ def test_advise_check_samples_moved_with_their_values_still_differ_from_the_reco
     assert check_values(data, path) > 0  # consistent with its own samples
     with pytest.raises(SpecproofError, match=r"advise_check\.json: field samples\[0\]\.runs .*advise_check/ give"):
         check_advise_records({path: data})
+
+
+def test_an_edited_confirmation_run_moves_the_recomputed_prediction_away_from_the_samples(tmp_path):
+    """The prediction is the confirmation's measured speedup: a confirmation run made
+    faster in advise_runs.parquet, the samples left alone, no longer recomputes to them."""
+    import shutil
+    from pathlib import Path
+    from specproof.publish.audit_anchors import check_advise_records
+    from specproof.records import read_parquet, write_parquet
+    results = Path(__file__).resolve().parents[2] / "benchmarks" / "results"
+    shutil.copy(results / "advise_check.json", tmp_path / "advise_check.json")
+    shutil.copytree(results / "advise_check", tmp_path / "advise_check")
+    runs = read_parquet(tmp_path / "advise_check" / "advise_runs.parquet")
+    i = runs.index[(runs["phase"] == "confirm") & (runs["path"] == "speculative")][0]
+    runs.loc[i, "decode_ns"] = int(runs.loc[i, "decode_ns"] * 0.8)
+    write_parquet(runs, tmp_path / "advise_check" / "advise_runs.parquet")
+    path = tmp_path / "advise_check.json"
+    with pytest.raises(SpecproofError, match=r"advise_check\.json: field samples\[\d\]\.(predicted|low|high|target_ms_pred)"):
+        check_advise_records({path: json.loads(path.read_text())})
