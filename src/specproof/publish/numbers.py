@@ -563,11 +563,14 @@ def advise_numbers(a: StudyAnalysis, rows: Rows) -> None:
         put("predicted", r.predicted_speedup, "x", src["advise.predicted"])
         put("realized", r.realized_speedup, "x", src["advise.realized"])
         put("enable", bool(r.enable), "bool", src["advise.predicted"])
-        if getattr(r, "model", None) == "loop":  # the loop model's interval, the micro model beside it
+        if getattr(r, "model", None) in ("loop", "confirmed"):  # its interval, the micro model beside it
             put("predicted_low", r.predicted_low, "x", src["advise.predicted"])
             put("predicted_high", r.predicted_high, "x", src["advise.predicted"])
             put("micro_predicted", r.micro_predicted_speedup, "x", src["advise.predicted"])
             outside += int(not r.predicted_low <= r.realized_speedup <= r.predicted_high)
+        if getattr(r, "model", None) == "confirmed":  # measured at K on the probe's prompts; the loop model's
+            put("loop_predicted", r.loop_predicted_speedup, "x", src["advise.predicted"])
+            put("confirm_prompts", r.confirm_prompts, "prompts", src["advise.realized"])
     summary("outside_interval", outside, "pairs", src["advise.realized"])
 
 
