@@ -255,10 +255,11 @@ def test_a_set_frozen_before_the_raw_records_is_audited_against_its_summaries(co
     report = run_audit(copy)
     line = next(x for x in report if "checked only against a summary" in x)
     # 3 detectable TVs (id, rank, whole rule); level1: 3; level2: 4; P_matched, P_total and
-    # matched, total per verify path (2); advise: 7 per pair (k, predicted, its interval's two
-    # ends, the micro model, realized, enable) and its 4 summary counts
-    assert line == (f"{SET}: 27 of them checked only against a summary, the set holding no raw record "
-                    "for them: 11 from advise.parquet, 3 from calibration.json, 3 from level1.json, "
+    # matched, total per verify path (2); advise: 9 per pair (k, predicted, its interval's two
+    # ends, the micro model, the loop model, the confirmation's prompts, realized, enable) and
+    # its 4 summary counts
+    assert line == (f"{SET}: 29 of them checked only against a summary, the set holding no raw record "
+                    "for them: 13 from advise.parquet, 3 from calibration.json, 3 from level1.json, "
                     "4 from level2.json, 6 from prediction.json")
     assert f"{SET}: manifest format 1 (inferred), frozen before {', '.join(OPTIONAL)} were written; the " \
         "numbers computed from them come from the stage summaries" in report
