@@ -131,3 +131,25 @@ def test_the_bca_interval_fell_short_at_the_paper_tier_size():
     pooled = np.mean([simulated_selection_coverage(10, 32, 6, seed=s) for s in (13, 14, 15, 16, 17)])
     assert pooled < 0.93
 
+
+
+def test_familywise_intervals_are_the_t_intervals_at_the_bonferroni_level():
+    """Every row of the speedup table at 1 - 0.05/m, m the rows: wider than its 95%
+    interval, the same point inside, a verdict near 1 at 95% left open; none for BCa."""
+    from specproof.analysis.statistics import familywise_intervals
+    z = np.linspace(-1.6, 1.6, 8)  # per workload: mean mu exactly, spread 0.05 z
+    rows = [{"pair": "t+d", "config": f"K{k}", "k": k, "policy": "fixed", "verify_mode": "batched",
+             "temperature": 0.0, "workload": w, "prompt_id": f"{w}{i}", "rep": 0,
+             "S_measured": float(np.exp(mu + 0.05 * z[i]))}
+            for k, mu in ((1, -0.033), (2, -0.3)) for w in ("code", "chat") for i in range(8)]
+    costs = pd.DataFrame(rows)
+    nominal, fw = speedup_stats(costs, seed=0, method="t"), familywise_intervals(costs, "t")
+    assert len(fw) == len(nominal) == 6 and {f["fw_level"] for f in fw} == {1 - 0.05 / 6}
+    for r, f in zip(nominal, fw):
+        assert (f["pair"], f["config"], f["workload"]) == (r["pair"], r["config"], r["workload"])
+        assert f["fw_ci_low"] < r["ci_low"] < r["gmean_speedup"] < r["ci_high"] < f["fw_ci_high"]
+    near = [(r, f) for r, f in zip(nominal, fw) if r["config"] == "K1" and r["workload"] == "all"][0]
+    assert near[0]["ci_high"] < 1 < near[1]["fw_ci_high"]
+    logs = [np.log(g["S_measured"].to_numpy()) for _, g in costs[costs["config"] == "K1"].groupby("prompt_id")]
+    assert (near[1]["fw_ci_low"], near[1]["fw_ci_high"]) == pytest.approx(tuple(np.exp(t_interval(logs, 1 - 0.05 / 6))))
+    assert familywise_intervals(costs, "bca") is None

@@ -24,7 +24,8 @@ from .certificate import certificate
 from .costs import config_costs, end_to_end_costs, run_costs
 from .loopcost import loop_costs
 from ..records import check_seal, read_json, read_jsonl, read_parquet, write_json, write_parquet
-from .statistics import acceptance_stats, best_k_reserved, category_speedups, interval_method, speedup_stats
+from .statistics import (acceptance_stats, best_k_reserved, category_speedups, familywise_intervals, interval_method,
+                         speedup_stats)
 from .summaries import recompute
 from ..study.workloads import split_of
 
@@ -59,6 +60,7 @@ class StudyAnalysis:
     category_speedups: list[dict] | None = None  # per category, where a workload holds several
     interval_method: str = "bca"  # the speedups' interval (statistics.interval_method of the provenance)
     change_rate: pd.DataFrame | None = None  # per qualification path: per-token rate of first changes (agreement)
+    familywise: list[dict] | None = None  # per speedups row: its Bonferroni interval ('t' sets only)
 
 
 def analyze(d: Path) -> StudyAnalysis:
@@ -84,7 +86,7 @@ def analyze(d: Path) -> StudyAnalysis:
         name=prov["study"]["name"], provenance=prov, runs=runs, agreement=agree,
         agreement_counts=agreement_counts(agree), costs=costs,
         config_costs=config_costs(costs, rounds, micro),
-        speedups=speedup_stats(costs, seed, method=method),
+        speedups=speedup_stats(costs, seed, method=method), familywise=familywise_intervals(costs, method),
         best_reserved=best_k_reserved(costs, discovery, reserved, seed, method),
         acceptance=acceptance_stats(costs, rounds, seed),
         certificate=certificate(pit, cal, seed, alpha),

@@ -135,6 +135,19 @@ def interval_method(provenance: dict) -> str:
     return provenance.get("statistics", {}).get("interval", "bca")
 
 
+SPEEDUP_KEYS = ["pair", "config", "k", "policy", "verify_mode", "temperature"]
+
+
+def _speedup_cells(costs: pd.DataFrame):
+    """Per configuration and workload ('all' and each workload): (the configuration's
+    SPEEDUP_KEYS values, workload, its rows, log S_measured per prompt, NaNs dropped)."""
+    for key, g in costs.groupby(SPEEDUP_KEYS, sort=False):
+        for workload in ["all", *sorted(g["workload"].unique())]:
+            sub = g if workload == "all" else g[g["workload"] == workload]
+            logs = [np.log(gp["S_measured"].to_numpy(dtype=float)) for _, gp in sub.groupby("prompt_id")]
+            yield dict(zip(SPEEDUP_KEYS, key)), workload, sub, [x[np.isfinite(x)] for x in logs if np.isfinite(x).any()]
+
+
 def speedup_stats(costs: pd.DataFrame, seed: int, prompts: list[str] | None = None,
                   method: str = "bca") -> list[dict]:
     """Per configuration and workload ('all' and each workload): the geometric-mean
@@ -143,18 +156,34 @@ def speedup_stats(costs: pd.DataFrame, seed: int, prompts: list[str] | None = No
     if prompts is not None:
         costs = costs[costs["prompt_id"].isin(prompts)]
     out = []
-    keys = ["pair", "config", "k", "policy", "verify_mode", "temperature"]
-    for key, g in costs.groupby(keys, sort=False):
-        for workload in ["all", *sorted(g["workload"].unique())]:
-            sub = g if workload == "all" else g[g["workload"] == workload]
-            logs = [np.log(gp["S_measured"].to_numpy(dtype=float)) for _, gp in sub.groupby("prompt_id")]
-            groups = [x[np.isfinite(x)] for x in logs if np.isfinite(x).any()]
-            theta = float(np.mean([x.mean() for x in groups])) if groups else float("nan")
-            lo, hi = speedup_interval(groups, seed, method)
-            out.append({**dict(zip(keys, key)), "workload": workload, "prompts": len(groups),
-                        "repetitions": int(sub.groupby("prompt_id").size().max()),
-                        "gmean_speedup": float(np.exp(theta)), "ci_low": float(np.exp(lo)),
-                        "ci_high": float(np.exp(hi))})
+    for key, workload, sub, groups in _speedup_cells(costs):
+        theta = float(np.mean([x.mean() for x in groups])) if groups else float("nan")
+        lo, hi = speedup_interval(groups, seed, method)
+        out.append({**key, "workload": workload, "prompts": len(groups),
+                    "repetitions": int(sub.groupby("prompt_id").size().max()),
+                    "gmean_speedup": float(np.exp(theta)), "ci_low": float(np.exp(lo)),
+                    "ci_high": float(np.exp(hi))})
+    return out
+
+
+FAMILY_ALPHA = 0.05  # the family-wise error rate of familywise_intervals
+
+
+def familywise_intervals(costs: pd.DataFrame, method: str) -> list[dict] | None:
+    """Per row of ``speedup_stats`` (same order; pair, config, workload): ``fw_ci_low``,
+    ``fw_ci_high``, the 't' interval at ``fw_level`` = 1 - FAMILY_ALPHA / m, m the rows
+    (Bonferroni: every row's verdict holds together with family-wise error <=
+    FAMILY_ALPHA). None for a set whose intervals are 'bca': a bootstrap's tails that
+    far out would need far more resamples than it draws."""
+    if method != "t":
+        return None
+    cells = list(_speedup_cells(costs))
+    level = 1 - FAMILY_ALPHA / len(cells)
+    out = []
+    for key, workload, _, groups in cells:
+        lo, hi = t_interval(groups, level)
+        out.append({"pair": key["pair"], "config": key["config"], "workload": workload,
+                    "fw_ci_low": float(np.exp(lo)), "fw_ci_high": float(np.exp(hi)), "fw_level": level})
     return out
 
 

@@ -128,6 +128,7 @@ def study_numbers(a: StudyAnalysis, manifest_sha256: str | None, prefix: str | N
     setup_numbers(a, rows)
     bandwidth_numbers(a, rows)
     speed_numbers(a, rows, judge)
+    familywise_numbers(a, rows, judge)
     policy_numbers(a, rows)
     best_numbers(a, rows, judge)
     coverage_numbers(a, rows)
@@ -253,6 +254,32 @@ def speed_numbers(a: StudyAnalysis, rows: Rows, judge) -> None:
     for v in ("faster", "slower", "unresolved", "indicative (faster)", "indicative (slower)"):
         put(v.replace("indicative (", "indicative_").rstrip(")"), verdicts.count(v), "configurations",
             "runs.parquet")
+
+
+def familywise_numbers(a: StudyAnalysis, rows: Rows, judge) -> None:
+    """'speedup.<pair>.<config>.<workload>.fw_*' (each interval of the speedup table at the
+    Bonferroni level over all of them, ``statistics.familywise_intervals``) and
+    'familywise.*': the family's size and level, and per scope ('all': the rows over all
+    prompts; 'kinds': the per-workload rows) how many verdicts are decided (faster or
+    slower) at 95% and at the family-wise level. Nothing for a set without them."""
+    if not a.familywise:
+        return
+    nominal = {"all": 0, "kinds": 0}
+    held = dict(nominal)
+    for r, fw in zip(a.speedups, a.familywise):
+        put = rows.at("speedup", config_attrs(r), pair=r["pair"], config=r["config"], workload=r["workload"])
+        put("fw_ci_low", fw["fw_ci_low"], "x", "runs.parquet")
+        put("fw_ci_high", fw["fw_ci_high"], "x", "runs.parquet")
+        put("fw_verdict", judge(fw["fw_ci_low"], fw["fw_ci_high"]), "text", "runs.parquet")
+        scope = "all" if r["workload"] == "all" else "kinds"
+        nominal[scope] += judge(r["ci_low"], r["ci_high"]) in ("faster", "slower")
+        held[scope] += judge(fw["fw_ci_low"], fw["fw_ci_high"]) in ("faster", "slower")
+    put = rows.at("familywise")
+    put("intervals", len(a.familywise), "intervals", "runs.parquet")
+    put("level_pct", 100 * a.familywise[0]["fw_level"], "%", "src/specproof/analysis/statistics.py")
+    for scope in nominal:
+        put(f"{scope}_decided", nominal[scope], "intervals", "runs.parquet")
+        put(f"{scope}_decided_fw", held[scope], "intervals", "runs.parquet")
 
 
 def policy_numbers(a: StudyAnalysis, rows: Rows) -> None:
