@@ -4,7 +4,7 @@ embedded Q4_1 draft; Gemma-3-270M Q4_K_M with an n-gram draft; and, in tables of
 the paper's real pair, Qwen2.5-Coder 1.5B with its 0.5B draft), greedy, the same prompts.
 
 Seven runs per prompt and repetition, back to back in an order that rotates every
-repetition:
+prompt and repetition:
 
     ours target-only        decode_target_only
     ours fixed K            decode_speculative, policy fixed K
@@ -49,6 +49,8 @@ llama.cpp, this CPU's flags); without them this prints why and exits 0.
                                            [--pairs f16,f16_ub1,q8_0,gemma_ngram] [--table llama_speculative]
     python benchmarks/llama_speculative.py --pairs qwen --k 1 --table llama_speculative_qwen_k1   # needs .[qwen]
     python benchmarks/llama_speculative.py --pairs qwen --k 1 --flash-attn on --table llama_speculative_qwen_k1_fa
+    python benchmarks/llama_speculative.py --pairs qwen --k 1 --new-tokens 28 --repeats 2 \
+        --prompts manifests/paper-qwen-v2/epyc-avx512/prompts.jsonl --table llama_speculative_qwen_prompts
     python benchmarks/llama_speculative.py --quick   # one prompt, one repetition, no table written
 """
 from __future__ import annotations
@@ -58,11 +60,12 @@ import re
 import subprocess
 import sys
 from dataclasses import dataclass
+from pathlib import Path
 
-from common import CHAT_PROMPTS, CODE_PROMPTS, write_table
+from common import CHAT_PROMPTS, CODE_PROMPTS, ROOT, write_table
 from peers import build_record, missing_tools, tool_path
-from specproof.publish.benchvalues import (OURS, THEIRS, llama_speculative_values, pair_summaries, quartile_text,
-                                           speculative_cells)
+from specproof.publish.benchvalues import (OURS, PROMPT_RATIOS, THEIRS, llama_speculative_values, pair_summaries,
+                                           prompt_interval_values, quartile_text, speculative_cells)
 
 THREADS, N_CTX, N_BATCH = 2, 2048, 512
 DRAFT = "embedded:smollm2-q4_1"
@@ -245,7 +248,7 @@ def compare(pair: Pair, a, quick: bool) -> dict:
     target = load_backend({**spec, "model": pair.model, "n_ubatch": pair.n_ubatch})
     draft = load_backend({**spec, "model": pair.draft_model}) if pair.draft == "model" else None
     model_path, draft_path = str(resolve(pair.model)), str(resolve(pair.draft_model))
-    texts = CODE_PROMPTS + [target.chat_prompt(p) for p in CHAT_PROMPTS]
+    texts = prompt_texts(target, a.prompts)
     texts = texts[:1] if quick else texts
     s = DecodeSettings(a.new_tokens, 0.0, 0)
 
@@ -261,9 +264,9 @@ def compare(pair: Pair, a, quick: bool) -> dict:
     names = [*OURS, *THEIRS]
     samples, prompt_ms = [], {}
     for rep in range(a.repeats):
-        order = names[rep % len(names):] + names[:rep % len(names)]
         for i, text in enumerate(texts):
-            ids, out = ids_of(text), {}
+            turn = (rep + i) % len(names)
+            order, ids, out = names[turn:] + names[:turn], ids_of(text), {}
             for name in order:
                 if name == "ours target-only":
                     out[name] = decode_target_only(target, ids, s)
@@ -287,6 +290,23 @@ def compare(pair: Pair, a, quick: bool) -> dict:
     if draft is not None:
         draft.close()
     return {"pair": pair, "samples": samples, "costs": {"ours": ours_cost, "theirs": theirs_cost}}
+
+
+def prompt_texts(target, prompts_file: Path | None) -> list[str]:
+    """The prompts as both sides are given them: a record set's prompts.jsonl, each chat
+    prompt in the target's template (as a study renders it), or by default the benchmark's
+    own code prompts and chat prompts."""
+    if prompts_file is None:
+        return CODE_PROMPTS + [target.chat_prompt(p) for p in CHAT_PROMPTS]
+    from specproof.records import read_jsonl
+    return [target.chat_prompt(r["prompt"]) if r["format"] == "chat" else r["prompt"] for r in read_jsonl(prompts_file)]
+
+
+def prompt_interval_text(key: str, values: dict) -> str:
+    """One pair's PROMPT_RATIOS as 'name gmean [low, high]' (``prompt_interval_values``)."""
+    v = lambda name: values[f"{key}.{name}"][0]  # noqa: E731
+    return f"{key}: " + ", ".join(f"{n} {v(n + '_gmean'):.3f} [{v(n + '_low'):.3f}, {v(n + '_high'):.3f}]"
+                                  for n in PROMPT_RATIOS)
 
 
 def sample_of(key: str, prompt: int, rep: int, out: dict) -> dict:
@@ -392,8 +412,14 @@ def main() -> int:
     ap.add_argument("--flash-attn", choices=["on", "off"], default=None,
                     help="flash attention on both sides (theirs -fa, ours the backend's flash_attn); default: each "
                          "side's own (theirs auto, which is on for a CPU; ours off, llama-cpp-python's)")
+    ap.add_argument("--prompts", type=Path, metavar="PROMPTS_JSONL",
+                    help="a record set's prompts.jsonl instead of the benchmark's four prompts (every prompt; "
+                         "the table then gives each ratio's interval over prompts)")
     ap.add_argument("--quick", action="store_true", help="one prompt, one repetition; print, write no table")
     a = ap.parse_args()
+    if a.prompts is not None and not a.prompts.is_file():
+        print(f"llama_speculative: error: --prompts: {a.prompts}: no such file", file=sys.stderr)
+        return 2
     chosen = [p for p in PAIRS if p.key in a.pairs.split(",")]
     unknown = set(a.pairs.split(",")) - {p.key for p in PAIRS}
     if unknown:
@@ -423,7 +449,7 @@ def main() -> int:
                    for r in results for side in ("ours", "theirs") for part in ("round", "draft", "verify", "other")}
     build = build_record() or {}
     d = lambda flag: defaults.get(flag, "?")  # noqa: E731
-    n_prompts = len(CODE_PROMPTS) + len(CHAT_PROMPTS)
+    n_prompts = len({s["prompt"] for s in samples})
     q = quartile_text
     misses = [f"{r['pair'].label} (fixed {q(r['fixed_ratio'])}, adaptive {q(r['adaptive_ratio'])}, "
               f"guard {q(r['guard_ratio'])})" for r in results if any(missed(r, a.fixed_goal))]
@@ -444,9 +470,10 @@ def main() -> int:
            "loops draft the same kind of proposal." if a.ngram_min == NGRAM else
            f"backs off from {NGRAM}-grams to {a.ngram_min}-grams (min_ngram {a.ngram_min}) where theirs matches "
            "exactly one size."),
-        f"Greedy, {a.new_tokens} new tokens (EOS stops both sides), {n_prompts} prompts (code and chat, in each "
-        f"target's chat template) x {a.repeats} repetitions; the seven runs of a pair back to back in an order "
-        f"rotating every repetition; {THREADS} threads for target and draft on both sides; tok/s exclude prompt "
+        f"Greedy, {a.new_tokens} new tokens (EOS stops both sides), {n_prompts} prompts ("
+        + ("the record set's, below" if a.prompts else "code and chat, in each target's chat template")
+        + f") x {a.repeats} repetitions; the seven runs of a pair back to back in an order "
+        f"rotating every prompt and repetition; {THREADS} threads for target and draft on both sides; tok/s exclude prompt "
         "processing on both sides (their tools' own decode timers). Flash attention: "
         + (f"{a.flash_attn} on both sides (theirs -fa {a.flash_attn}, ours the backend's flash_attn)."
            if a.flash_attn else "each side's default (theirs auto, on for a CPU; ours off, llama-cpp-python's)."),
@@ -473,8 +500,15 @@ def main() -> int:
                      "model, flags and threads, one position per call: our Python loop on llama-cpp-python against "
                      "their C++ tool) and our speedup over theirs, each over its own target-only decoding: "
                      + " | ".join(miss_reasons(results, a.fixed_goal)) + ".")
+    kind = "llama_speculative" if a.prompts is None else "llama_speculative_prompts"
+    if a.prompts is not None:
+        values |= prompt_interval_values(samples)
+        notes.append(f"Prompts: {a.prompts.relative_to(ROOT) if a.prompts.is_relative_to(ROOT) else a.prompts}, "
+                     "all of them, chat ones in the target's template. Each ratio over prompts, geometric mean "
+                     "[95% Student-t interval over prompts, each prompt its mean log ratio over repetitions]: "
+                     + " | ".join(prompt_interval_text(r["pair"].key, values) for r in results) + ".")
     write_table(a.table, "Our speculative loop vs llama.cpp's llama-speculative-simple",
-                HEADER, rows, notes, values, ("llama_speculative", samples))
+                HEADER, rows, notes, values, (kind, samples))
     write_table(f"{a.table}_costs", "Per-round costs: our loop vs llama-speculative-simple at fixed K",
                 COST_HEADER, cost_rows,
                 [f"ms per round of one fixed-K (K = {a.k}) run per side and pair on the first prompt, after the "

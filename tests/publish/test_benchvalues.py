@@ -2,6 +2,9 @@
 run the same producer, so a value edited in a committed table fails the audit."""
 import json
 
+import numpy as np
+from scipy import stats
+
 import pytest
 
 from specproof.errors import SpecproofError
@@ -232,3 +235,26 @@ def test_an_edited_confirmation_run_moves_the_recomputed_prediction_away_from_th
     path = tmp_path / "advise_check.json"
     with pytest.raises(SpecproofError, match=r"advise_check\.json: field samples\[\d\]\.(predicted|low|high|target_ms_pred)"):
         check_advise_records({path: json.loads(path.read_text())})
+
+
+def test_prompt_intervals_are_over_prompts_with_repetitions_averaged_within_each():
+    """Two prompts, two repetitions each: the geometric mean is over the prompts' mean log
+    ratios, and the interval is Student-t over the two prompts; the best of our three
+    configurations against llama-completion is named."""
+    from specproof.publish.benchvalues import PRODUCERS, prompt_interval_values
+    runs = {"ours target-only": 10.0, "ours fixed": 8.0, "ours adaptive": 7.0, "ours guard": 9.5,
+            "theirs target-only": 10.0, "theirs fixed": 6.0, "theirs default": 6.5}
+    theirs = {(0, 0): 10.0, (0, 1): 12.5, (1, 0): 12.5, (1, 1): 12.5}  # (prompt, repeat) -> tok/s
+    samples = [{"pair": "p", "prompt": i, "repeat": r, "tokens_per_s": {**runs, "theirs target-only": t}}
+               for (i, r), t in theirs.items()]
+    v = prompt_interval_values(samples)
+    logs = [np.mean(np.log([1.0, 0.8])), np.log(0.8)]  # ours target-only over theirs, per prompt
+    assert v["p.target_only_vs_completion_gmean"][0] == pytest.approx(np.exp(np.mean(logs)))
+    half = stats.t.ppf(0.975, 1) * stats.sem(logs)
+    assert v["p.target_only_vs_completion_low"][0] == pytest.approx(np.exp(np.mean(logs) - half))
+    assert v["p.best_vs_completion_config"] == ("guard", "text")
+    assert v["p.best_vs_completion_gmean"] == v["p.guard_vs_completion_gmean"]
+    assert "p.fixed_ratio_high" in PRODUCERS["llama_speculative_prompts"](
+        [dict(s, drafted={n: 1 for n in ("ours fixed", "theirs fixed", "theirs default")},
+              accepted={n: 1 for n in ("ours fixed", "theirs fixed", "theirs default")}, ids_equal=True,
+              text_equal=True) for s in samples])

@@ -246,17 +246,54 @@ def advise_cells(samples: list[dict]) -> list[list]:
     return out
 
 
+# name -> (numerator run, denominator run): the tok/s ratios a study-prompts table gives
+# with an interval over prompts
+PROMPT_RATIOS = {"target_only_vs_completion": ("ours target-only", "theirs target-only"),
+                 "fixed_vs_completion": ("ours fixed", "theirs target-only"),
+                 "adaptive_vs_completion": ("ours adaptive", "theirs target-only"),
+                 "guard_vs_completion": ("ours guard", "theirs target-only"),
+                 "fixed_ratio": ("ours fixed", "theirs fixed"),
+                 "theirs_fixed_speedup": ("theirs fixed", "theirs target-only"),
+                 "theirs_default_speedup": ("theirs default", "theirs target-only")}
+
+
+def prompt_interval_values(samples: list[dict]) -> dict[str, tuple]:
+    """Per pair and PROMPT_RATIOS entry: the geometric mean over prompts (each prompt's
+    mean log ratio over its repetitions) and its 95% Student-t interval over prompts
+    (``statistics.t_interval``), '<pair>.<name>_gmean/_low/_high'; and, of our three
+    speculative configurations, the one whose ratio to llama-completion's target-only
+    decoding is highest ('<pair>.best_vs_completion*', its name in '_config': chosen
+    after the fact, so its interval is optimistic)."""
+    from ..analysis.statistics import t_interval
+    out: dict[str, tuple] = {}
+    for pair, group in {s["pair"]: [x for x in samples if x["pair"] == s["pair"]] for s in samples}.items():
+        prompts = sorted({s["prompt"] for s in group})
+        for name, (num, den) in PROMPT_RATIOS.items():
+            logs = [np.log([s["tokens_per_s"][num] / s["tokens_per_s"][den] for s in group if s["prompt"] == p])
+                    for p in prompts]
+            low, high = t_interval(logs)
+            out |= {f"{pair}.{name}_gmean": (float(np.exp(np.mean([x.mean() for x in logs]))), "x"),
+                    f"{pair}.{name}_low": (float(np.exp(low)), "x"), f"{pair}.{name}_high": (float(np.exp(high)), "x")}
+        best = max(("fixed", "adaptive", "guard"), key=lambda c: out[f"{pair}.{c}_vs_completion_gmean"][0])
+        out |= {f"{pair}.best_vs_completion{end}": out[f"{pair}.{best}_vs_completion{end}"]
+                for end in ("_gmean", "_low", "_high")}
+        out[f"{pair}.best_vs_completion_config"] = (best, "text")
+    return out
+
+
 PRODUCERS: dict[str, Callable[[list[dict]], dict[str, tuple]]] = {
     "llama_speculative": llama_speculative_values, "target_only": target_only_values,
-    "advise_check": advise_values}
+    "advise_check": advise_values,
+    "llama_speculative_prompts": lambda samples: llama_speculative_values(samples) | prompt_interval_values(samples)}
 # kind -> (the cells of each row its samples give, in row order; the column they start at)
+_SPECULATIVE_CELLS = (lambda samples: [speculative_cells(r) for r in pair_summaries(samples).values()], 1)
 ROW_CELLS: dict[str, tuple[Callable[[list[dict]], list[list]], int]] = {
-    "llama_speculative": (lambda samples: [speculative_cells(r) for r in pair_summaries(samples).values()], 1),
+    "llama_speculative": _SPECULATIVE_CELLS, "llama_speculative_prompts": _SPECULATIVE_CELLS,
     "target_only": (target_only_cells, 5), "advise_check": (advise_cells, 0)}
 # tables written since samples were stored: they must keep them (a table stripped of its
 # samples would otherwise pass as an older one)
 SAMPLED_TABLES = ("target_only", "target_only_qwen", "llama_speculative_qwen_k1", "llama_speculative_qwen_k4",
-                  "llama_speculative_qwen_k1_fa", "advise_check")
+                  "llama_speculative_qwen_k1_fa", "advise_check", "llama_speculative_qwen_prompts")
 
 
 def same_value(a, b) -> bool:
