@@ -17,6 +17,7 @@ from .numbers import Rows
 
 QWEN_TABLES = ("llama_speculative_qwen_k1", "llama_speculative_qwen_k4")
 QWEN_FA = "llama_speculative_qwen_k1_fa"
+QWEN_PROMPTS = "llama_speculative_qwen_prompts"
 LIBRARY_RATIOS = tuple(f"{r}.{w}.adaptive_ratio" for r in ("hf_heuristic", "hf_confidence", "llama_pmin")
                        for w in ("code", "chat"))
 QWEN_VS_COMPLETION = tuple((t, f"qwen.{c}_vs_completion_q1") for t in QWEN_TABLES for c in ("fixed", "adaptive", "guard"))
@@ -68,6 +69,13 @@ GOALS = (
     Goal("qwen_fa_policy", _all(QWEN_FA, "qwen.policy_ratio"), "llama_spec_ratio"),
     Goal("qwen_fa_beat_completion", _all(QWEN_FA, *(f"qwen.{c}_vs_completion_q1" for c in ("fixed", "adaptive", "guard"))),
          "beat_completion", op=">", agg="max"),
+    # on the study's own prompts, each ratio with its interval over prompts: the best of ours
+    # beats llama-completion by its interval's lower end; our target-only loop against it
+    Goal("qwen_prompts_beat_completion",
+         _all(QWEN_PROMPTS, *(f"qwen.{c}_vs_completion_low" for c in ("fixed", "adaptive", "guard"))),
+         "beat_completion", op=">", agg="max"),
+    Goal("qwen_prompts_target_vs_completion", _all(QWEN_PROMPTS, "qwen.target_only_vs_completion_gmean"),
+         "target_only_vs_completion"),
     # the other benchmarks on the Qwen pair
     Goal("ngram_qwen", _all("ngram_qwen", "min_ratio"), "ngram_ratio", must_hold=_all("ngram_qwen", "ids_identical")),
     Goal("model_draft_qwen_realized", _all("model_draft_qwen", "min_realized_over_ideal"), "realized_over_ideal"),
