@@ -110,8 +110,14 @@ def test_t_interval_is_students_over_prompt_means():
 
 
 def test_a_set_names_its_interval_and_older_sets_keep_bca():
-    assert interval_method({"statistics": {"interval": "t"}}) == "t"
+    assert interval_method({"statistics": {"interval": "t"}, "study": {"config": {}}}) == "t"
     assert interval_method({"study": {}}) == "bca"
+    # red team: the recorded interval switched after the fact is not the one the config chose
+    from specproof.errors import SpecproofError
+    with pytest.raises(SpecproofError, match="field statistics.interval is 'bca'; its study.config chooses 't'"):
+        interval_method({"statistics": {"interval": "bca"}, "study": {"config": {}}})
+    assert interval_method({"statistics": {"interval": "bca"},
+                            "study": {"config": {"statistics": {"interval": "bca"}}}}) == "bca"
     costs = _costs({"a": {2: 1.2}, "b": {2: 1.5}, "c": {2: 0.9}, "d": {2: 1.1}})
     t_rows = speedup_stats(costs, 0, method="t")
     b_rows = speedup_stats(costs, 0)

@@ -366,6 +366,31 @@ def _slower_than_the_clock(d):
     return {}, ["runs.parquet", "field decode_ns", "longer than the time until its pair's next run"]
 
 
+def _moved_into_prefill(d, which, scale: float) -> None:
+    """The runs ``which`` selects retimed by ``scale`` (``_retimed``), the decode time they
+    lost or gained taken from or given to their prefill: the wall clock stays whole."""
+    before = read_parquet(d / "runs.parquet")["decode_ns"]
+    _retimed(d, scale, which)
+    runs = read_parquet(d / "runs.parquet")
+    runs["prefill_ns"] = runs["prefill_ns"] + (before - runs["decode_ns"])
+    write_parquet(runs, d / "runs.parquet")
+
+
+def _decode_into_prefill(d):
+    """One speculative configuration's rounds 40% shorter, the time moved into its
+    prefill (a red-team forgery: prefill + decode unchanged, so the clock holds)."""
+    config = read_parquet(d / "runs.parquet").query("path == 'speculative'")["config"].iloc[0]
+    _moved_into_prefill(d, lambda runs: runs["config"] == config, 0.6)
+    return {}, ["runs.parquet", "field prefill_ns", "pair's runs on the same prompts"]
+
+
+def _target_decode_from_prefill(d):
+    """Every target-only run's rounds 1.3x longer, the time taken from its prefill: the
+    baseline slower, the clock whole, its prefill below the speculative runs' share of it."""
+    _moved_into_prefill(d, lambda runs: runs["path"] == "target", 1.3)
+    return {}, ["runs.parquet", "field prefill_ns"]
+
+
 def _downgrade(d):
     """a09: the newer raw records deleted (the seal folded back into its earlier form), so
     the set reads as format 1 and its numbers would come from editable summaries."""
@@ -510,7 +535,8 @@ def test_a_run_unlike_its_own_identities_fails_the_audit(copy, capsys, cached, t
 @pytest.mark.parametrize("tamper", [_seal_after_reserved, _reference_sealed_late, _runs_shifted, _run_order,
                                     _provenance, _prompts, _pit_uniform, _pit_rank, _tokens_per_s, _decode_ns,
                                     _downgrade, _faster_than_the_clock, _slower_than_the_clock,
-                                    _pit_moved_with_its_bounds], ids=lambda f: f.__name__.strip("_"))
+                                    _pit_moved_with_its_bounds, _decode_into_prefill, _target_decode_from_prefill],
+                         ids=lambda f: f.__name__.strip("_"))
 def test_a_raw_record_unlike_its_seals_times_or_identities_fails_the_audit(copy, capsys, cached, tamper):
     """Checked before the analysis, so the cached one of the untouched set never serves."""
     edits, names = tamper(set_dir(copy / "manifests", SET))

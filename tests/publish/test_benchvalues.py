@@ -258,3 +258,41 @@ def test_prompt_intervals_are_over_prompts_with_repetitions_averaged_within_each
         [dict(s, drafted={n: 1 for n in ("ours fixed", "theirs fixed", "theirs default")},
               accepted={n: 1 for n in ("ours fixed", "theirs fixed", "theirs default")}, ids_equal=True,
               text_equal=True) for s in samples])
+
+
+def _advise_records_copy(tmp_path):
+    import shutil
+    from pathlib import Path
+    results = Path(__file__).resolve().parents[2] / "benchmarks" / "results"
+    shutil.copy(results / "advise_check.json", tmp_path / "advise_check.json")
+    shutil.copytree(results / "advise_check", tmp_path / "advise_check")
+    return tmp_path / "advise_check"
+
+
+def test_a_confirmation_and_a_check_swapped_no_longer_cover_the_reserved_prompts(tmp_path):
+    """Red team: the phases of one pair's runs swapped exchange its prediction and its
+    realized speedup; the check must have run on every reserved prompt of prompts.jsonl."""
+    from specproof.publish.audit_anchors import check_advise_records
+    from specproof.records import read_parquet, write_parquet
+    d = _advise_records_copy(tmp_path)
+    runs = read_parquet(d / "advise_runs.parquet")
+    mine = runs["pair"] == runs["pair"].iloc[0]
+    runs.loc[mine, "phase"] = runs.loc[mine, "phase"].map({"confirm": "check", "check": "confirm"})
+    write_parquet(runs, d / "advise_runs.parquet")
+    path = tmp_path / "advise_check.json"
+    with pytest.raises(SpecproofError, match=r"advise_runs\.parquet: field phase: .* reserved"):
+        check_advise_records({path: json.loads(path.read_text())})
+
+
+def test_a_prediction_model_chosen_after_the_fact_is_refused(tmp_path):
+    """Red team: a confirmed row relabelled 'loop' would be recomputed with the loop
+    model's prediction; the model a row names must be the one its records make."""
+    from specproof.publish.audit_anchors import check_advise_records
+    from specproof.records import read_parquet, write_parquet
+    d = _advise_records_copy(tmp_path)
+    advice = read_parquet(d / "advise.parquet")
+    advice.loc[0, "model"] = "loop"
+    write_parquet(advice, d / "advise.parquet")
+    path = tmp_path / "advise_check.json"
+    with pytest.raises(SpecproofError, match=r"advise\.parquet: pair .*field model is 'loop'; its records give 'confirmed'"):
+        check_advise_records({path: json.loads(path.read_text())})

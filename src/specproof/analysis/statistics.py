@@ -42,6 +42,7 @@ import pandas as pd
 from scipy import stats
 
 from ..decode.costmodel import acceptance_by_position
+from ..errors import SpecproofError
 
 N_RESAMPLES = 2000
 INTERVALS = ("bca", "t")  # two_stage_ci, t_interval (a study's statistics.interval, default t)
@@ -130,9 +131,17 @@ def speedup_interval(groups: list[np.ndarray], seed: int, method: str, level: fl
 
 
 def interval_method(provenance: dict) -> str:
-    """The interval a record set's speedups use: its provenance's ``statistics.interval``;
-    'bca' for a set recorded before provenance named it."""
-    return provenance.get("statistics", {}).get("interval", "bca")
+    """The interval a record set's speedups use: its provenance's ``statistics.interval``,
+    which must be the one its study config names (``statistics.interval``, default 't',
+    as ``Study.interval`` chooses it); 'bca' for a set recorded before provenance named it."""
+    recorded = provenance.get("statistics", {}).get("interval")
+    if recorded is None:
+        return "bca"
+    chosen = provenance["study"]["config"].get("statistics", {}).get("interval", "t")
+    if recorded != chosen:
+        raise SpecproofError(f"provenance.json: field statistics.interval is {recorded!r}; its study.config "
+                             f"chooses {chosen!r}")
+    return recorded
 
 
 SPEEDUP_KEYS = ["pair", "config", "k", "policy", "verify_mode", "temperature"]

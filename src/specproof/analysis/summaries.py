@@ -30,6 +30,7 @@ from ..evidence.advise import predict, predict_loop, realized_from_runs, with_co
 from ..evidence.calibration import (LEVEL2_COLUMNS, level1_case, level1_summary, level2_tests,
                                     power_curve, summarize_calibration)
 from ..evidence.prediction import first_reserved_start, load_sealed, prediction_counts, reserved_live
+from ..errors import SpecproofError
 from ..records import read_json, read_parquet
 
 # the files whose values the audit can only copy when a set holds no raw record for them
@@ -149,7 +150,11 @@ def advise_prediction(row: dict, micro: pd.DataFrame, rounds: pd.DataFrame, conf
     at its K; a row written before the loop model, ``predict``."""
     k_max = int(rounds["k_max"].iloc[0])
     micro_model = predict(micro, rounds, k_max)
-    if row.get("model") not in ("loop", "confirmed"):  # written before the loop model
+    made = "confirmed" if len(confirm) else "loop" if "predicted_low" in row else None
+    if row.get("model") != made:
+        raise SpecproofError(f"advise.parquet: pair {row['pair']}, field model is {row.get('model')!r}; its records "
+                             f"give {made!r} (confirmation runs make it 'confirmed', a loop-model row 'loop')")
+    if made is None:  # written before the loop model
         return micro_model, {}
     interval = _interval_of(row, check)
     res = predict_loop(micro, rounds, k_max, **interval)

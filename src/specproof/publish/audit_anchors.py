@@ -18,7 +18,7 @@ import numpy as np
 import pandas as pd
 
 from ..errors import SpecproofError
-from ..records import read_json, read_parquet, sha256_file
+from ..records import read_json, read_jsonl, read_parquet, sha256_file
 
 # The frozen sets written before the stages wrote their OPTIONAL raw records, by the sha256
 # of their manifest.json: the only sets whose numbers may come from stage summaries. Any
@@ -256,6 +256,43 @@ def check_run_timings(dest: Path) -> None:
         raise SpecproofError(f"{dest / 'runs.parquet'}: row {i}, field decode_ns is {int(runs.loc[i, 'decode_ns'])}; "
                              f"its rounds' round_ns in rounds.parquet sum to {int(have[i])}")
     _wall_clock(dest, runs)
+    _prefill_consistency(dest, runs)
+
+
+# A configuration's prefill: the median over its runs of prefill_ns over the median of its
+# pair, path and prompt (every frozen set: 0.85-1.23), within [1 / PREFILL_BAND, PREFILL_BAND];
+# per pair, the median over speculative runs of their prefill over the same prompt's
+# target-only prefill (which the speculative run repeats, plus the draft's) at least
+# PREFILL_SPEC_FLOOR (every frozen set: 0.96 or more). Time moved from decode into prefill,
+# which keeps the wall clock whole, moves one of them.
+PREFILL_BAND, PREFILL_SPEC_FLOOR = 1.5, 0.9
+
+
+def _prefill_consistency(dest: Path, runs: pd.DataFrame) -> None:
+    """Every run's prefill_ns and decode_ns positive, and each configuration's prefill
+    like its pair's on the same prompts (PREFILL_BAND, PREFILL_SPEC_FLOOR)."""
+    path = dest / "runs.parquet"
+    for field in ("prefill_ns", "decode_ns"):
+        bad = runs.index[runs[field] <= 0]
+        if len(bad):
+            raise SpecproofError(f"{path}: row {bad[0]}, field {field} is {int(runs.loc[bad[0], field])}; a run's "
+                                 "time is positive")
+    ratio = runs["prefill_ns"] / runs.groupby(["pair", "path", "prompt_id"])["prefill_ns"].transform("median")
+    config = ratio.groupby([runs["pair"], runs["config"]]).median()
+    off = config[(config > PREFILL_BAND) | (config < 1 / PREFILL_BAND)]
+    if len(off):
+        (pair, name), r = off.index[0], off.iloc[0]
+        raise SpecproofError(f"{path}: field prefill_ns: the runs of {pair} {name} prefill a median {r:.2f}x their "
+                             "pair's runs on the same prompts (every frozen set: 0.85-1.23x)")
+    target = (runs[runs["path"] == "target"].groupby(["pair", "prompt_id"])["prefill_ns"].median()
+              .rename("target_prefill_ns"))
+    spec = runs[runs["path"] == "speculative"].join(target, on=["pair", "prompt_id"])
+    floor = (spec["prefill_ns"] / spec["target_prefill_ns"]).groupby(spec["pair"]).median()
+    if (floor < PREFILL_SPEC_FLOOR).any():
+        pair = floor.idxmin()
+        raise SpecproofError(f"{path}: field prefill_ns: {pair}'s speculative runs prefill a median "
+                             f"{floor[pair]:.2f}x its target-only runs on the same prompts, though they prefill the "
+                             "same target (and the draft)")
 
 
 # a run's unaccounted wall time (the next run's start - its start - prefill - decode), ms:
@@ -421,9 +458,24 @@ def check_advise_records(tables: dict[Path, dict]) -> None:
             if not (d / name).is_file():
                 raise SpecproofError(f"{d / name}: missing; {path.name}'s samples are recomputed from it")
         summary, micro, rounds, runs = (read_parquet(d / name) for name in ADVISE_RECORDS)
+        _advise_phases(d, runs)
         want = recompute_advise(summary, micro, rounds, runs).set_index("pair")
         for i, s in enumerate(record["samples"]):
             _advise_sample_check(path, i, s, want, micro, rounds, runs)
+
+
+def _advise_phases(d: Path, runs: pd.DataFrame) -> None:
+    """Each pair's check ran on every reserved prompt of prompts.jsonl and its confirmation
+    on at most the discovery prompts (a confirmation and a check swapped cannot both hold)."""
+    if "phase" not in runs or not (d / "prompts.jsonl").is_file():
+        return
+    splits = pd.Series([r["split"] for r in read_jsonl(d / "prompts.jsonl")]).value_counts()
+    for pair, g in runs.groupby("pair", sort=False):
+        n = {phase: g.loc[g["phase"] == phase, "prompt"].nunique() for phase in ("confirm", "check")}
+        if n["check"] != splits.get("reserved", 0) or n["confirm"] > splits.get("discovery", 0):
+            raise SpecproofError(f"{d / 'advise_runs.parquet'}: field phase: {pair}'s check runs cover {n['check']} "
+                                 f"prompts and its confirmation {n['confirm']}; prompts.jsonl holds "
+                                 f"{splits.get('reserved', 0)} reserved and {splits.get('discovery', 0)} discovery")
 
 
 def _advise_sample_check(path: Path, i: int, s: dict, want: pd.DataFrame, micro: pd.DataFrame,
