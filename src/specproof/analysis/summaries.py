@@ -26,7 +26,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from ..evidence.advise import predict, predict_loop, realized_from_runs, with_confirmation
+from ..evidence.advise import predict, predict_loop, realized_from_runs, run_phases, with_confirmation
 from ..evidence.calibration import (LEVEL2_COLUMNS, level1_case, level1_summary, level2_tests,
                                     power_curve, summarize_calibration)
 from ..evidence.prediction import first_reserved_start, load_sealed, prediction_counts, reserved_live
@@ -132,7 +132,7 @@ def recompute_advise(summary: pd.DataFrame, micro: pd.DataFrame, rounds: pd.Data
     for pair in dict.fromkeys(rounds["pair"]):
         row = shown.get(pair, {"pair": pair})
         r, m, n = rounds[rounds["pair"] == pair], micro[micro["pair"] == pair], runs[runs["pair"] == pair]
-        confirm, check = (n[n["phase"] == p] for p in ("confirm", "check")) if "phase" in n else (n[:0], n)
+        confirm, check = run_phases(n)
         if not (len(r) and len(m) and len(check)):
             continue
         res, extra = advise_prediction(row, m, r, confirm, check)

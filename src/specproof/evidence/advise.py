@@ -143,14 +143,21 @@ def _measured_calls(target: Backend, drafter: Drafter, ctx: list[int], k_max: in
     return micro
 
 
+def in_time(prompts: list, deadline: float | None):
+    """(index, prompt) in order: the first two always, the rest while ``perf_counter`` is
+    before ``deadline`` (all of them without one)."""
+    for i, ids in enumerate(prompts):
+        if i >= 2 and deadline is not None and time.perf_counter() >= deadline:
+            return
+        yield i, ids
+
+
 def _probe_rounds(target: Backend, drafter: Drafter, prompts: list[list[int]], k_max: int,
                   settings: DecodeSettings, deadline: float | None = None) -> list:
     """The probe's rounds per prompt: target-only, then speculative with K cycling 1..K_max;
     prompts in order, stopping after the first two once ``perf_counter`` passes ``deadline``."""
     frames = []
-    for i, ids in enumerate(prompts):
-        if i >= 2 and deadline is not None and time.perf_counter() >= deadline:
-            break
+    for i, ids in in_time(prompts, deadline):
         plain = decode_target_only(target, ids, settings)
         base = plain.rounds_frame().assign(path="target", prompt=i, requested=0)
         if isinstance(drafter, NGramDrafter) and settings.temperature == 0:
@@ -367,9 +374,7 @@ def paired_runs(target: Backend, drafter: Drafter, prompts: list[list[int]], k: 
     paths alike); prompts in order, stopping after the first two once ``perf_counter``
     passes ``deadline``. One row per run: path, prompt index, k, new_tokens, decode_ns."""
     runs = []
-    for i, ids in enumerate(prompts):
-        if i >= 2 and deadline is not None and time.perf_counter() >= deadline:
-            break
+    for i, ids in in_time(prompts, deadline):
         order = ("target", "speculative") if i % 2 == 0 else ("speculative", "target")
         for path in order:
             r = (decode_target_only(target, ids, settings) if path == "target"
@@ -390,6 +395,14 @@ def realized_speedup(target: Backend, drafter: Drafter, prompts: list[list[int]]
         records += runs
     import pandas as pd
     return realized_from_runs(pd.DataFrame(runs))
+
+
+def run_phases(runs: "pd.DataFrame") -> tuple["pd.DataFrame", "pd.DataFrame"]:
+    """(confirmation runs, check runs) of advise_runs rows by ``phase``; rows written
+    before the confirmation (no ``phase``) are all the check's."""
+    if "phase" not in runs:
+        return runs[:0], runs
+    return runs[runs["phase"] == "confirm"], runs[runs["phase"] == "check"]
 
 
 def prompt_sums(runs: "pd.DataFrame") -> np.ndarray:

@@ -467,11 +467,13 @@ def check_advise_records(tables: dict[Path, dict]) -> None:
 def _advise_phases(d: Path, runs: pd.DataFrame) -> None:
     """Each pair's check ran on every reserved prompt of prompts.jsonl and its confirmation
     on at most the discovery prompts (a confirmation and a check swapped cannot both hold)."""
+    from ..evidence.advise import run_phases
     if "phase" not in runs or not (d / "prompts.jsonl").is_file():
         return
     splits = pd.Series([r["split"] for r in read_jsonl(d / "prompts.jsonl")]).value_counts()
     for pair, g in runs.groupby("pair", sort=False):
-        n = {phase: g.loc[g["phase"] == phase, "prompt"].nunique() for phase in ("confirm", "check")}
+        confirm, check = run_phases(g)
+        n = {"confirm": confirm["prompt"].nunique(), "check": check["prompt"].nunique()}
         if n["check"] != splits.get("reserved", 0) or n["confirm"] > splits.get("discovery", 0):
             raise SpecproofError(f"{d / 'advise_runs.parquet'}: field phase: {pair}'s check runs cover {n['check']} "
                                  f"prompts and its confirmation {n['confirm']}; prompts.jsonl holds "

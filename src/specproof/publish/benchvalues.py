@@ -173,9 +173,8 @@ def advise_sample(row: dict, micro, rounds, runs) -> dict:
     (advise_micro, advise_rounds, advise_runs rows): k, predicted [low, high], model, probe,
     future and confirmation prompts, target_ms_pred (``predicted_target_ms``) and the
     check's runs (path, prompt, new_tokens, decode_ns)."""
-    from ..evidence.advise import predicted_target_ms
-    confirm, check = ((runs[runs["phase"] == p] for p in ("confirm", "check")) if "phase" in runs
-                      else (runs[:0], runs))
+    from ..evidence.advise import predicted_target_ms, run_phases
+    confirm, check = run_phases(runs)
     return {"pair": row["pair"], "k": int(row["k"]), "predicted": float(row["predicted_speedup"]),
             "low": float(row["predicted_low"]), "high": float(row["predicted_high"]), "model": row["model"],
             "probe_prompts": int(row["probe_prompts"]), "future_prompts": int(row["future_prompts"]),
@@ -266,7 +265,8 @@ def prompt_interval_values(samples: list[dict]) -> dict[str, tuple]:
     after the fact, so its interval is optimistic)."""
     from ..analysis.statistics import t_interval
     out: dict[str, tuple] = {}
-    for pair, group in {s["pair"]: [x for x in samples if x["pair"] == s["pair"]] for s in samples}.items():
+    for pair in dict.fromkeys(s["pair"] for s in samples):
+        group = [s for s in samples if s["pair"] == pair]
         prompts = sorted({s["prompt"] for s in group})
         for name, (num, den) in PROMPT_RATIOS.items():
             logs = [np.log([s["tokens_per_s"][num] / s["tokens_per_s"][den] for s in group if s["prompt"] == p])

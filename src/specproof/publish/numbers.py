@@ -270,10 +270,11 @@ def familywise_numbers(a: StudyAnalysis, rows: Rows, judge) -> None:
         put = rows.at("speedup", config_attrs(r), pair=r["pair"], config=r["config"], workload=r["workload"])
         put("fw_ci_low", fw["fw_ci_low"], "x", "runs.parquet")
         put("fw_ci_high", fw["fw_ci_high"], "x", "runs.parquet")
-        put("fw_verdict", judge(fw["fw_ci_low"], fw["fw_ci_high"]), "text", "runs.parquet")
+        fw_verdict = judge(fw["fw_ci_low"], fw["fw_ci_high"])
+        put("fw_verdict", fw_verdict, "text", "runs.parquet")
         scope = "all" if r["workload"] == "all" else "kinds"
         nominal[scope] += judge(r["ci_low"], r["ci_high"]) in ("faster", "slower")
-        held[scope] += judge(fw["fw_ci_low"], fw["fw_ci_high"]) in ("faster", "slower")
+        held[scope] += fw_verdict in ("faster", "slower")
     put = rows.at("familywise")
     put("intervals", len(a.familywise), "intervals", "runs.parquet")
     put("level_pct", 100 * a.familywise[0]["fw_level"], "%", "src/specproof/analysis/statistics.py")
