@@ -137,52 +137,55 @@ def _stays_target_only(g, rounds=300):
         g.observe(_round(0, 0, 0, 23, 1))
 
 
+def _probes(g, *rounds):
+    """The guard's opening K = 1 probes, observed as given."""
+    for r in rounds:
+        assert g.next_k() == 1
+        g.observe(r)
+
+
 def test_guard_turns_speculation_off_when_even_full_acceptance_cannot_pay():
-    """Verify cost linear in B (llama.cpp n_ubatch=1), and the prefill cost 23 ms per
-    position as well: one K=1 probe and one target step settle it, and the guard stays
-    target-only for good."""
+    """Verify cost linear in B (llama.cpp n_ubatch=1): two K=1 probes and the target
+    steps settle it, and the guard stays target-only for good."""
     g = make_policy("guard", 8)
-    g.observe_prefill(30, int(30 * 23e6))
-    assert g.next_k() == 1
-    g.observe(_round(1, 1, 13, 46, 2))      # every draft accepted, v(2) = 2 v(1)
+    _probes(g, _round(1, 1, 13, 46, 2), _round(1, 1, 13, 46, 2))  # every draft accepted, v(2) = 2 v(1)
     _opening_steps(g)                       # target steps: v(1) = t_target = 23 ms
     assert g.model.speedup_ceiling() < 1
     _stays_target_only(g)
 
 
-def test_guard_confirms_with_a_second_probe_when_the_prefill_cannot_tell():
-    """A short prompt says nothing about batching: the verdict needs the fastest of
-    two probes."""
+def test_guard_takes_its_two_probes_back_to_back_before_the_target_steps():
+    """After the target steps the second probe's draft call would first catch up on
+    every token they committed; back to back it feeds only the first probe's two."""
     g = make_policy("guard", 8)
-    g.observe_prefill(3, int(3 * 23e6))
+    assert g.next_k() == 1
     g.observe(_round(1, 1, 13, 46, 2))
-    _opening_steps(g)
-    assert g.next_k() == 1                  # the confirming probe
+    assert g.next_k() == 1              # before any target step
     g.observe(_round(1, 1, 13, 46, 2))
-    _stays_target_only(g)
+    assert g.next_k() == 0
 
 
-@pytest.mark.parametrize("prefill_positions", [0, 30])
-def test_guard_keeps_speculating_from_k_max_when_verification_is_nearly_flat_in_b(prefill_positions):
-    """A probe hit by a 3x timing spike must not switch off a pair that pays off,
-    whether or not the prefill (here cheap per position: batched) was seen."""
+@pytest.mark.parametrize("spiked", [0, 1])
+def test_guard_keeps_speculating_from_k_max_when_verification_is_nearly_flat_in_b(spiked):
+    """A probe hit by a 3x timing spike, the first or the second, must not switch off
+    a pair that pays off: the ceiling takes the faster of the two."""
     g = make_policy("guard", 8)
-    g.observe_prefill(prefill_positions, int(prefill_positions * 4e6))
-    g.observe(_round(1, 1, 5, 150, 2))      # spike
+    probes = [_round(1, 1, 5, 47, 2), _round(1, 1, 5, 47, 2)]  # cheap draft, v(2) ~ v(1)
+    probes[spiked] = _round(1, 1, 5, 150, 2)
+    _probes(g, *probes)
     _opening_steps(g, 45)
-    assert g.next_k() == 1                  # not switched off: probe again
-    g.observe(_round(1, 1, 5, 47, 2))       # cheap draft, v(2) ~ v(1)
     assert g.model.speedup_ceiling() > 1
     assert g.next_k() == 8                  # the adaptive policy starts at K_max
     g.observe(_round(8, 8, 40, 80, 9))
     assert g.next_k() >= 1
 
 
-def test_guard_speculates_after_one_probe_when_the_ceiling_allows():
+def test_guard_switches_off_when_both_probes_show_a_ceiling_below_one():
+    """Two slow probes are no spike: the verdict stands."""
     g = make_policy("guard", 8)
-    g.observe(_round(1, 1, 5, 47, 2))
+    _probes(g, _round(1, 1, 5, 150, 2), _round(1, 1, 5, 140, 2))
     _opening_steps(g, 45)
-    assert g.next_k() == 8
+    _stays_target_only(g)
 
 
 def test_a_slow_first_target_step_does_not_switch_speculation_on_for_a_serial_target():
@@ -191,8 +194,7 @@ def test_a_slow_first_target_step_does_not_switch_speculation_on_for_a_serial_ta
     ceiling above 1 and the guard into a K = 8 round of serial verification; the median
     of the opening's target steps does not."""
     g = make_policy("guard", 8)
-    g.observe_prefill(30, int(30 * 12e6))   # serial prefill: 12 ms per position
-    g.observe(_round(1, 1, 12, 24, 2))      # K = 1 probe, v(2) = 2 v(1)
+    _probes(g, _round(1, 1, 12, 24, 2), _round(1, 1, 12, 24, 2))  # v(2) = 2 v(1)
     for ms in (19, 12, 12):                 # one slow step, then the usual ones
         assert g.next_k() == 0
         g.observe(_round(0, 0, 0, ms, 1))
