@@ -145,31 +145,36 @@ def _probes(g, *rounds):
 
 
 def test_guard_turns_speculation_off_when_even_full_acceptance_cannot_pay():
-    """Verify cost linear in B (llama.cpp n_ubatch=1): two K=1 probes and the target
-    steps settle it, and the guard stays target-only for good."""
+    """Verify cost linear in B (llama.cpp n_ubatch=1), and the prefill cost 23 ms per
+    position as well: one K=1 probe and the target steps settle it, and the guard stays
+    target-only for good."""
     g = make_policy("guard", 8)
-    _probes(g, _round(1, 1, 13, 46, 2), _round(1, 1, 13, 46, 2))  # every draft accepted, v(2) = 2 v(1)
+    g.observe_prefill(30, int(30 * 23e6))
+    _probes(g, _round(1, 1, 13, 46, 2))     # every draft accepted, v(2) = 2 v(1)
     _opening_steps(g)                       # target steps: v(1) = t_target = 23 ms
     assert g.model.speedup_ceiling() < 1
     _stays_target_only(g)
 
 
-def test_guard_takes_its_two_probes_back_to_back_before_the_target_steps():
-    """After the target steps the second probe's draft call would first catch up on
-    every token they committed; back to back it feeds only the first probe's two."""
+def test_guard_takes_a_second_probe_straight_after_the_first_when_the_prefill_cannot_tell():
+    """A short prompt says nothing about batching: the verdict needs the faster of two
+    probes. After the target steps the second probe's draft call would first catch up on
+    every token they committed; straight after the first it feeds only two."""
     g = make_policy("guard", 8)
-    assert g.next_k() == 1
-    g.observe(_round(1, 1, 13, 46, 2))
-    assert g.next_k() == 1              # before any target step
-    g.observe(_round(1, 1, 13, 46, 2))
-    assert g.next_k() == 0
+    g.observe_prefill(3, int(3 * 23e6))
+    _probes(g, _round(1, 1, 13, 46, 2), _round(1, 1, 13, 46, 2))  # back to back
+    _opening_steps(g)
+    _stays_target_only(g)
 
 
+@pytest.mark.parametrize("prefill_positions", [0, 30])
 @pytest.mark.parametrize("spiked", [0, 1])
-def test_guard_keeps_speculating_from_k_max_when_verification_is_nearly_flat_in_b(spiked):
-    """A probe hit by a 3x timing spike, the first or the second, must not switch off
-    a pair that pays off: the ceiling takes the faster of the two."""
+def test_guard_keeps_speculating_from_k_max_when_verification_is_nearly_flat_in_b(prefill_positions, spiked):
+    """A probe hit by a 3x timing spike, the first or the second, must not switch off a
+    pair that pays off, whether or not the prefill (here cheap per position: batched) was
+    seen: the ceiling takes the faster of the two."""
     g = make_policy("guard", 8)
+    g.observe_prefill(prefill_positions, int(prefill_positions * 4e6))
     probes = [_round(1, 1, 5, 47, 2), _round(1, 1, 5, 47, 2)]  # cheap draft, v(2) ~ v(1)
     probes[spiked] = _round(1, 1, 5, 150, 2)
     _probes(g, *probes)
@@ -194,7 +199,8 @@ def test_a_slow_first_target_step_does_not_switch_speculation_on_for_a_serial_ta
     ceiling above 1 and the guard into a K = 8 round of serial verification; the median
     of the opening's target steps does not."""
     g = make_policy("guard", 8)
-    _probes(g, _round(1, 1, 12, 24, 2), _round(1, 1, 12, 24, 2))  # v(2) = 2 v(1)
+    g.observe_prefill(30, int(30 * 12e6))   # serial prefill: 12 ms per position
+    _probes(g, _round(1, 1, 12, 24, 2))     # K = 1 probe, v(2) = 2 v(1)
     for ms in (19, 12, 12):                 # one slow step, then the usual ones
         assert g.next_k() == 0
         g.observe(_round(0, 0, 0, ms, 1))

@@ -61,6 +61,7 @@ rule numbers:
     input:
         all_study_records,
         benchmark_tables,
+        package_code,
         cited="paper/cited.yaml",
     output:
         f"{PAPER}/build/numbers.json",

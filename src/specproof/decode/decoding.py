@@ -224,6 +224,7 @@ def decode_speculative(target: Backend, drafter: Drafter, prompt_ids: list[int],
     verify = _verify_batched if settings.verify_mode == "batched" else _verify_serialized
     t0 = now()
     _prefill(target, prompt_ids)
+    policy.observe_prefill(len(prompt_ids) - 1, now() - t0)
     drafter.start(list(prompt_ids))
     target.synchronize()
     t_start = now()

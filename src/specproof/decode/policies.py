@@ -50,6 +50,9 @@ class Policy(ABC):
     @abstractmethod
     def next_k(self) -> int: ...
 
+    def observe_prefill(self, positions: int, ns: int) -> None:
+        """The target's prefill: one call over ``positions`` prompt positions, ``ns`` long."""
+
     def observe(self, obs: RoundObservation) -> None:
         """Learn from a finished round."""
 
@@ -248,29 +251,36 @@ class AdaptivePolicy(Policy):
 class GuardPolicy(Policy):
     """Never much slower than target-only.
 
-    The run opens with ``probes`` K = 1 rounds back to back (the cheapest speculation:
-    one draft step, v(2)) and ``target_steps`` target-only steps (t_target, their
-    median: one step after the draft's first call can be slow, and a slow t_target
-    reads as a pair that pays). If the ceiling max_K (K+1) t_target / T(K) (every
-    draft accepted; T from the fastest round per B) is at least 1, the adaptive
-    policy runs (from its K_start) while its predicted speedup S = rate(K*) t_target
-    is >= 1; when S < 1 it takes target-only steps and probes again after
-    ``probe_interval`` tokens, doubling the interval after every failed probe (up to
-    ``max_interval``). If the ceiling is below 1, speculation cannot pay on this pair
-    and stays off for the rest of the run.
+    The run opens with K = 1 probes (the cheapest speculation: one draft step, v(2))
+    and ``target_steps`` target-only steps (t_target, their median: one step after the
+    draft's first call can be slow, and a slow t_target reads as a pair that pays). If
+    the ceiling max_K (K+1) t_target / T(K) (every draft accepted; T from the fastest
+    round per B) is at least 1, the adaptive policy runs (from its K_start) while its
+    predicted speedup S = rate(K*) t_target is >= 1; when S < 1 it takes target-only
+    steps and probes again after ``probe_interval`` tokens, doubling the interval after
+    every failed probe (up to ``max_interval``). If the ceiling is below 1, speculation
+    cannot pay on this pair and stays off for the rest of the run.
 
-    Why two probes, and why back to back: a timing spike in a lone v(2) would also
-    read as a ceiling below 1, and the fastest of two calls survives a spike in one.
-    Taken after the target-only steps, the second probe's draft call first had to
-    catch up on every token those steps committed (a batched draft call, which costs
-    most of a target step on a steep v(B)); right after the first it feeds two."""
+    A timing spike in a lone v(2) would also read as a ceiling below 1, so a second
+    probe follows the first (the ceiling takes the faster) unless the prefill already
+    showed serial verification: its cost per position, over at least ``min_prefill``
+    positions, was at least ``serial_ratio`` x the probe's v(2) per position (batching
+    bought less than 1/serial_ratio x, as on a llama.cpp target with n_ubatch=1). A spike
+    cannot fake that in both calls: a slow v(2) makes the prefill look batched. The
+    second probe comes straight after the first: taken after the target-only steps, its
+    draft call first had to catch up on every token they committed (a batched draft
+    call, costly on a steep v(B)); straight after, it feeds two."""
 
     name = "guard"
 
-    def __init__(self, k_max: int = 8, k_start: int = 8, probes: int = 2,
-                 probe_interval: int = 16, max_interval: int = 256, target_steps: int = 3):
+    def __init__(self, k_max: int = 8, k_start: int = 8, max_probes: int = 2,
+                 probe_interval: int = 16, max_interval: int = 256,
+                 serial_ratio: float = 0.5, min_prefill: int = 8, target_steps: int = 3):
         self.inner = AdaptivePolicy(k_max=k_max, k_start=k_start)
-        self.opening = [1] * probes + [0] * target_steps  # K of the rounds before the verdict
+        self.opening = [1] + [0] * target_steps  # K of the rounds before the verdict
+        self.probes_left = max_probes - 1
+        self.serial_ratio, self.min_prefill = serial_ratio, min_prefill
+        self.prefill_ns_per_position: float | None = None
         self.base_interval = probe_interval
         self.interval = probe_interval
         self.max_interval = max_interval
@@ -288,18 +298,35 @@ class GuardPolicy(Policy):
             return self.opening[0]
         return 0 if self.target_steps_left > 0 else self.inner.next_k()
 
+    def observe_prefill(self, positions: int, ns: int) -> None:
+        if positions >= self.min_prefill:
+            self.prefill_ns_per_position = ns / positions
+
+    def _prefill_was_serial(self, probe: RoundObservation) -> bool:
+        per_position = probe.verify_ns / probe.verify_positions
+        return (self.prefill_ns_per_position is not None
+                and self.prefill_ns_per_position >= self.serial_ratio * per_position)
+
     def _ceiling_below_one(self) -> bool:
         ceiling = self.model.speedup_ceiling()
         return ceiling is not None and ceiling < 1.0
+
+    def _open(self, obs: RoundObservation) -> None:
+        """One opening round: measure it, queue a second probe straight after the first
+        unless the prefill was serial, and give the verdict after the last."""
+        self.model.update(obs)
+        self.opening.pop(0)
+        if obs.k > 0 and self.probes_left > 0 and not self._prefill_was_serial(obs):
+            self.probes_left -= 1
+            self.opening.insert(0, 1)
+        if not self.opening:
+            self.disabled = self._ceiling_below_one()
 
     def observe(self, obs: RoundObservation) -> None:
         if self.disabled:
             return
         if self.opening:  # measure only: the inner policy keeps its K_start
-            self.model.update(obs)
-            self.opening.pop(0)
-            if not self.opening:
-                self.disabled = self._ceiling_below_one()
+            self._open(obs)
             return
         self.inner.observe(obs)
         if obs.k == 0:
