@@ -519,9 +519,59 @@ def _pit_draws_moved(d):
     return {}, ["pit.parquet", f"row {first}, field u", "seed draws"]
 
 
+def _rounds_merged(d):
+    """Two neighbouring rounds of a speculative run, the first cut short by a rejection,
+    merged into one: drafts, accepted (+1 for the correction), committed and every time
+    summed, so every count and the wall clock still add up and acceptance rises."""
+    rounds = read_parquet(d / "rounds.parquet")
+    nxt = rounds.shift(-1)
+    i = rounds.index[(rounds["k"] > 0) & (rounds["accepted"] < rounds["k"]) & (nxt["run_id"] == rounds["run_id"])
+                     & (nxt["k"] > 0) & (nxt["committed"] == nxt["accepted"] + 1)][0]
+    j = i + 1
+    rounds.at[i, "drafted"] = [*rounds.at[i, "drafted"], *rounds.at[j, "drafted"]]
+    rounds.loc[i, "k"] = len(rounds.at[i, "drafted"])
+    rounds.loc[i, "verify_positions"] = rounds.loc[i, "k"] + 1
+    rounds.loc[i, "accepted"] = rounds.loc[i, "accepted"] + rounds.loc[j, "accepted"] + 1
+    for col in ("committed", "replay_tokens", "draft_ns", "replay_ns", "verify_ns", "residual_ns", "round_ns"):
+        rounds.loc[i, col] = rounds.loc[i, col] + rounds.loc[j, col]
+    rounds = rounds.drop(index=j)
+    later = (rounds["run_id"] == rounds.loc[i, "run_id"]) & (rounds["round"] > rounds.loc[i, "round"])
+    rounds.loc[later, "round"] -= 1
+    write_parquet(rounds.reset_index(drop=True), d / "rounds.parquet")
+    return {}, ["rounds.parquet", f"row {i}, field drafted", "the run's ids at"]
+
+
+def _spec_ids_apart(d):
+    """A speculative run's ids changed at a position where its rounds accepted a draft
+    (its text and token count left alone: nothing compares them with a reference)."""
+    runs, rounds = read_parquet(d / "runs.parquet"), read_parquet(d / "rounds.parquet")
+    i = runs.index[runs["path"] == "speculative"][0]
+    g = rounds[rounds["run_id"] == runs.at[i, "run_id"]].sort_values("round")
+    p = 0
+    for row in g.itertuples():
+        if row.accepted > 0:
+            break
+        p += row.committed
+    ids = list(runs.at[i, "ids"])
+    ids[p] = ids[p] + 1
+    runs.at[i, "ids"] = ids
+    write_parquet(runs, d / "runs.parquet")
+    return {}, ["rounds.parquet", "field drafted", f"positions {p} to"]
+
+
+def _mean_accepted_raised(d):
+    """A speculative run's stored mean_accepted raised by one, its rounds left alone."""
+    runs = read_parquet(d / "runs.parquet")
+    i = runs.index[runs["path"] == "speculative"][0]
+    runs.loc[i, "mean_accepted"] = runs.loc[i, "mean_accepted"] + 1
+    write_parquet(runs, d / "runs.parquet")
+    return {}, ["runs.parquet", f"row {i}, field mean_accepted", "rounds' mean accepted"]
+
+
 @pytest.mark.parametrize("tamper", [_ids_cut, _fewer_tokens, _text_apart, _text_equal_off, _micro_median, _start_erased,
                                     _reserved_dropped, _workload_relabelled, _target_only_apart, _accepted_raised,
-                                    _pit_draws_moved],
+                                    _pit_draws_moved, _rounds_merged, _spec_ids_apart,
+                                    _mean_accepted_raised],
                          ids=lambda f: f.__name__.strip("_"))
 def test_a_run_unlike_its_own_identities_fails_the_audit(copy, capsys, cached, tamper):
     """The ids, text, token counts and times a run holds by construction: checked before

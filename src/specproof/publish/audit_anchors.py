@@ -343,6 +343,7 @@ def check_run_identities(dest: Path, reference: pd.DataFrame) -> None:
     import json
     runs, rounds = read_parquet(dest / "runs.parquet"), read_parquet(dest / "rounds.parquet")
     _token_counts(dest, runs, rounds)
+    _rounds_replay_ids(dest, runs, rounds)
     _reference_identities(dest, runs, reference)
     prompts = {p["id"]: p for p in map(json.loads, (dest / "prompts.jsonl").read_text().splitlines()) if p}
     given = runs["prompt_id"].map(lambda i: prompts.get(i, {}).get("workload"))
@@ -367,6 +368,34 @@ def _token_counts(dest: Path, runs: pd.DataFrame, rounds: pd.DataFrame) -> None:
         bad = ~last & (rounds["committed"] != rounds["accepted"] + 1)
         _identity_error(dest / "rounds.parquet", rounds, bad, "committed", rounds["accepted"] + 1,
                         "accepted + 1 (a round before the run's last)")
+
+
+def _rounds_replay_ids(dest: Path, runs: pd.DataFrame, rounds: pd.DataFrame) -> None:
+    """A run's rounds, in order, replay its ids: a round drafts k = len(drafted) tokens,
+    and its first min(accepted, committed) drafts are the run's next ids; a run's
+    mean_accepted is its rounds' mean accepted over rounds with k > 0."""
+    if rounds.empty or "drafted" not in rounds:
+        return
+    path = dest / "rounds.parquet"
+    _identity_error(path, rounds, rounds["k"] != rounds["drafted"].map(len), "k", rounds["drafted"].map(len),
+                    "len(drafted)")
+    ids = dict(zip(runs["run_id"], runs["ids"]))
+    for run_id, g in rounds.sort_values(["run_id", "round"]).groupby("run_id", sort=False):
+        out, p = ids.get(run_id), 0
+        if out is None:
+            continue
+        for i, d, a, c in zip(g.index, g["drafted"], g["accepted"], g["committed"]):
+            n = min(int(a), int(c))
+            if [int(x) for x in d[:n]] != [int(x) for x in out[p:p + n]]:
+                raise SpecproofError(f"{path}: row {i}, field drafted starts {_short(d[:n])}; the run's ids at "
+                                     f"positions {p} to {p + n - 1} in runs.parquet are {_short(out[p:p + n])}")
+            p += int(c)
+    spec = runs[runs["path"] == "speculative"]
+    drafting = rounds[rounds["k"] > 0]
+    want = spec["run_id"].map(drafting.groupby("run_id")["accepted"].mean())
+    bad = want.notna() & ~np.isclose(spec["mean_accepted"], want, rtol=1e-9, atol=0)
+    _identity_error(dest / "runs.parquet", spec, bad, "mean_accepted", want,
+                    "its rounds' mean accepted (rounds with k > 0) in rounds.parquet")
 
 
 def _reference_identities(dest: Path, runs: pd.DataFrame, reference: pd.DataFrame) -> None:
