@@ -47,9 +47,23 @@ def test_provenance_records_which_source_tree_ran():
     names the package's own directory and its git state, beside the caller's."""
     import specproof
     from specproof.evidence.provenance import capture
-    code = capture()["code"]
-    assert Path(code["package_dir"]) == Path(specproof.__file__).resolve().parent
+    root = Path(specproof.__file__).resolve().parents[2]
+    code = capture(root)["code"]
+    assert code["package_dir_in_checkout"] == "src/specproof"
     assert set(code["git"]) == {"commit", "dirty"}
+    assert capture(root / "tests")["code"]["package_dir_in_checkout"] is None
+
+
+def test_new_provenance_holds_no_absolute_host_path():
+    from specproof.evidence.provenance import capture
+
+    def strings(d):
+        if isinstance(d, dict):
+            return [s for v in d.values() for s in strings(v)]
+        if isinstance(d, list):
+            return [s for v in d for s in strings(v)]
+        return [d] if isinstance(d, str) else []
+    assert not [s for s in strings(capture()) if s.startswith("/")]
 
 
 def test_a_heartbeat_prints_while_its_block_runs_and_stops_after(capsys):

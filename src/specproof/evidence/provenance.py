@@ -13,6 +13,7 @@ from importlib import metadata
 from pathlib import Path
 
 from ..load import load_average, usable_cores
+from .fingerprint import cpu_fingerprint
 
 PACKAGES = ("torch", "transformers", "accelerate", "llama-cpp-python", "numpy", "scipy", "pandas",
             "pyarrow", "gguf", "snakemake", "matplotlib", "typst", "specproof")
@@ -46,6 +47,7 @@ def cpu_info() -> dict:
     for line in mem.splitlines():
         if line.startswith("MemTotal:"):
             info["ram_gib"] = round(int(line.split()[1]) / 2**20, 2)
+    info["fingerprint"] = cpu_fingerprint(text, mem)
     return info
 
 
@@ -115,11 +117,29 @@ def git_state(root: Path) -> dict:
     return {"commit": commit or None, "dirty": dirty}
 
 
-def code_state() -> dict:
-    """Where the specproof package that is running was imported from, and that tree's git
-    state: an editable install of another checkout shows here, not in the caller's ``git``."""
+def code_state(root: Path) -> dict:
+    """Where the specproof package that is running was imported from, relative to the
+    caller's checkout ``root`` (None when outside it: an editable install of another
+    checkout, or an installed package), and that tree's git state: another checkout's code
+    shows here, not in the caller's ``git``. No absolute host path is recorded."""
     package_dir = Path(__file__).resolve().parents[1]
-    return {"package_dir": str(package_dir), "git": git_state(package_dir)}
+    try:
+        inside = package_dir.relative_to(Path(root).resolve()).as_posix()
+    except ValueError:
+        inside = None
+    return {"package_dir_in_checkout": inside, "git": git_state(package_dir)}
+
+
+def portable(prov: dict) -> dict:
+    """A provenance record as two machines can compare it: each model's files by name,
+    sha256 and size (no host path), the code's directory left out. Records frozen before
+    provenance dropped host paths hold them; this is how drift compares them."""
+    models = {key: {"spec": m.get("spec"), "source": m.get("source"),
+                    "files": [{"name": Path(f.get("name") or f.get("path", "")).name,
+                               "sha256": f.get("sha256"), "bytes": f.get("bytes")} for f in m.get("files", [])]}
+              for key, m in (prov.get("models") or {}).items()}
+    code = {k: v for k, v in (prov.get("code") or {}).items() if k not in ("package_dir", "package_dir_in_checkout")}
+    return {**prov, "models": models, "code": code}
 
 
 def memory_bandwidth() -> dict:
@@ -154,7 +174,7 @@ def capture(root: Path | None = None, bandwidth: bool = False) -> dict:
         # timed stages record other processes' CPU share per timed block (specproof.load)
         "load": {"loadavg": load_average(), "usable_cores": usable_cores()},
         "git": git_state(root),
-        "code": code_state(),
+        "code": code_state(root),
         **({"memory_bandwidth": memory_bandwidth()} if bandwidth else {}),
     }
 
