@@ -68,7 +68,7 @@ def test_stage_models_resolves_in_the_model_dir_given_on_the_command_line(tmp_pa
     models = tmp_path / "models"
     models.mkdir()
     (models / F16).write_bytes(b"GGUF already derived")
-    monkeypatch.setattr(stages.M, "file_record", lambda p: {"path": str(p), "files": []})
+    monkeypatch.setattr(stages.M, "file_record", lambda p, project=None: {"path": str(p), "files": []})
     monkeypatch.delenv("SPECPROOF_MODEL_DIR", raising=False)
     results = tmp_path / "results"
     assert cli.main(["stage", "models", "--config", str(_study(tmp_path)), "--results", str(results),

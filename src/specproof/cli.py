@@ -335,7 +335,7 @@ def cmd_stage(a) -> int:
         stage_analyze(results)
         return 0
     run_stage(a.name, results, config=a.config and Path(a.config), seed=a.seed, part=a.part,
-              gather_jobs=a.gather, model_dir=model_dir)
+              gather_jobs=a.gather, model_dir=model_dir, manifests=a.manifests and Path(a.manifests))
     return 0
 
 
@@ -413,9 +413,14 @@ def cmd_paper(a) -> int:
 
 
 def cmd_freeze(a) -> int:
-    from .publish.manifests import freeze
+    from .publish.manifests import freeze, relabel
     from .study.config import load_study
     load_study(a.study, a.studies_dir and Path(a.studies_dir))  # unknown study names fail here, with the known ones listed
+    if a.relabel:
+        if not a.machine:
+            raise ConfigError("--relabel: name the new label with --machine")
+        print(f"{relabel(a.study, Path(a.manifests), a.relabel, a.machine)}: relabelled from {a.relabel}")
+        return 0
     path = freeze(a.study, Path(a.results) / a.study, Path(a.manifests), force=a.force, machine=a.machine)
     print(f"{path}: frozen")
     return 0
@@ -550,6 +555,8 @@ def _stage_parser(sub) -> argparse.ArgumentParser:
                                    "(reference, micro, qualification)")
     st.add_argument("--gather", action="store_true", help="join a split stage's jobs into its files")
     st.add_argument("--model-dir", help="where derived model files go (default: ~/.cache/specproof/models)")
+    st.add_argument("--manifests", help="frozen record sets the prompts stage keeps the reserved prompts "
+                                        "blind to (default: not checked)")
     return st
 
 
@@ -622,6 +629,8 @@ def _freeze_parser(sub) -> argparse.ArgumentParser:
     fr.add_argument("--manifests", default="manifests", help="where frozen record sets go")
     fr.add_argument("--force", action="store_true", help="replace this machine's frozen set (keeps the old manifest)")
     fr.add_argument("--studies-dir", help="where study configs live (default: config/studies)")
+    fr.add_argument("--relabel", metavar="OLD", help="move the frozen set <study>@OLD to --machine, records "
+                                                    "unchanged (a label that named two machines)")
     return fr
 
 

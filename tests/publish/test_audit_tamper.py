@@ -615,10 +615,10 @@ def test_an_edited_legacy_set_is_no_longer_legacy(tmp_path, capsys):
 def test_a_number_row_of_no_audited_set_fails_the_audit(copy, capsys, cached):
     """a11: a row under a set the audit was not given is recomputed from nothing."""
     numbers = read_json(copy / "numbers.json")
-    numbers["paper-qwen@epyc-avx512.best.x.speedup"] = {"value": 3.0, "unit": "x", "source": "runs.parquet"}
+    numbers["paper-qwen@epyc-zen4.best.x.speedup"] = {"value": 3.0, "unit": "x", "source": "runs.parquet"}
     write_json(numbers, copy / "numbers.json")
     line = audit_line(copy, capsys)
-    assert "paper-qwen@epyc-avx512.best.x.speedup: in numbers.json but recomputed from no audited" in line, line
+    assert "paper-qwen@epyc-zen4.best.x.speedup: in numbers.json but recomputed from no audited" in line, line
 
 
 @pytest.mark.parametrize("metric,value", [("title", "Speculative decoding pays 2x"), ("study", "cpu-smollm2@epyc-avx2"),
@@ -630,7 +630,7 @@ def test_a_changed_paper_row_fails_the_audit(copy, cached, metric, value):
     from specproof.publish.audit_anchors import paper_numbers
     from specproof.publish.manifests import audit
     config = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())
-    config["studies"], config["replicates"] = [SET], []
+    config["studies"], config["replicates"], config["retired"], config["pending"] = [SET], [], [], []
     (copy / "config.yaml").write_text(yaml.safe_dump(config))
     numbers = read_json(copy / "numbers.json")
     rows, note = paper_numbers([SET], copy / "manifests", copy / "config.yaml")
@@ -751,3 +751,23 @@ def test_a_provenance_unlike_its_commit_fails_the_audit(edit, message):
         prov = prov | edit
     with pytest.raises(SpecproofError, match=message):
         provenance_commit_line(dest, SET, prov)
+
+
+def test_a_retired_set_is_audited_too(copy):
+    """A set the paper no longer reads is still audited: a value changed in its
+    calibration.json, its manifest re-hashed, fails (issue 37: a reader may cite any set)."""
+    import yaml
+    from specproof.errors import SpecproofError
+    from specproof.publish.manifests import audit_unread_sets
+    config = {"studies": ["head@m"], "retired": [{"set": SET, "why": "a test"}], "pending": []}
+    (copy / "config.yaml").write_text(yaml.safe_dump(config))
+    lines = audit_unread_sets(["head@m"], copy / "manifests", copy / "config.yaml")
+    assert any("not read by the paper" in line for line in lines)
+    d = set_dir(copy / "manifests", SET)
+    cal = read_json(d / "calibration.json")
+    order = next(iter(cal["orders"]))
+    cal["orders"][order]["null_rejection_rate"] = 0.0 if cal["orders"][order]["null_rejection_rate"] else 0.5
+    write_json(cal, d / "calibration.json")
+    rehash(copy)
+    with pytest.raises(SpecproofError, match="calibration"):
+        audit_unread_sets(["head@m"], copy / "manifests", copy / "config.yaml")

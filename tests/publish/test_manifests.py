@@ -1,21 +1,22 @@
 """Freezing refuses to overwrite without --force and keeps the previous manifest; two
 machines freeze side by side; a changed byte in a frozen file is caught by the hash check;
-drift compares with the frozen machine of the same CPU model only."""
+drift compares with the frozen set of the same machine fingerprint, and a machine label
+never names two machines."""
 import json
 
 import pytest
 
 from specproof.errors import SpecproofError
 from specproof.publish.manifests import (DERIVED, RAW, freeze, frozen_sets, machine_label,
-                                         nearest_frozen, verify_hashes)
+                                         matching_frozen, relabel, verify_hashes)
 
 
-def fake_results(tmp_path, content="a"):
+def fake_results(tmp_path, content="a", cpu=None):
     d = tmp_path / "results" / "s"
     d.mkdir(parents=True, exist_ok=True)
     for name in RAW + DERIVED:
         (d / name).write_text(json.dumps({"name": name, "c": content}) if name.endswith(".json") else content)
-    (d / "provenance.json").write_text(json.dumps({"cpu": {"model": f"CPU {content}"}, "packages": {}}))
+    (d / "provenance.json").write_text(json.dumps({"cpu": {"model": f"CPU {cpu or content}"}, "packages": {}}))
     return d
 
 
@@ -26,7 +27,7 @@ def test_freeze_refuses_without_force_and_keeps_history(tmp_path):
     assert set(first["files"]) == set(RAW + DERIVED) and first["machine"] == "m1"
     with pytest.raises(SpecproofError, match="already frozen for machine 'm1'; use --force"):
         freeze("s", res, man, machine="m1")
-    fake_results(tmp_path, "b")
+    fake_results(tmp_path, "b", cpu="a")
     freeze("s", res, man, force=True, machine="m1")
     hist = list((man / "s" / "m1" / "history").glob("manifest-*.json"))
     assert len(hist) == 1 and json.loads(hist[0].read_text())["files"] == first["files"]
@@ -43,11 +44,40 @@ def test_a_second_machine_freezes_beside_the_first(tmp_path):
     assert (man / "s" / "b" / "runs.parquet").read_text() == "b"
     verify_hashes(man, "s@xeon")
     verify_hashes(man, "s@b")
-    assert nearest_frozen(man, "s", {"cpu": {"model": "CPU a"}})[0] == "s@xeon"
-    found, listed = nearest_frozen(man, "s", {"cpu": {"model": "other"}})
-    assert found is None and listed == ["s@b (CPU b)", "s@xeon (CPU a)"]
+    assert matching_frozen(man, "s", {"cpu": {"model": "CPU a"}})[0] == "s@xeon"
+    same, nearest, fields = matching_frozen(man, "s", {"cpu": {"model": "other"}})
+    assert same is None and nearest == "s@b" and fields[0] == "model_name"
     with pytest.raises(SpecproofError, match="--machine 'a/b'"):
         freeze("s", fake_results(tmp_path), man, machine="a/b")
+
+
+def test_freeze_refuses_a_label_that_names_another_machine_naming_both(tmp_path):
+    man = tmp_path / "manifests"
+    freeze("s", fake_results(tmp_path, "a"), man, machine="epyc")
+    with pytest.raises(SpecproofError, match=r"--machine epyc: already names the machine of s@epyc, a different "
+                                             r"machine from this run's \(model_name CPU a vs CPU b\)"):
+        freeze("s", fake_results(tmp_path, "b"), man, machine="epyc", force=True)
+    data = json.loads((tmp_path / "results" / "s" / "provenance.json").read_text())
+    with pytest.raises(SpecproofError, match="already names the machine of s@epyc"):  # another study, same label
+        (tmp_path / "results" / "t").mkdir()
+        for f in (tmp_path / "results" / "s").iterdir():
+            (tmp_path / "results" / "t" / f.name).write_bytes(f.read_bytes())
+        freeze("t", tmp_path / "results" / "t", man, machine="epyc")
+    assert data["cpu"]["model"] == "CPU b"
+    assert json.loads((man / "s" / "epyc" / "provenance.json").read_text())["cpu"]["model"] == "CPU a"
+
+
+def test_relabel_moves_a_set_unchanged_and_keeps_its_manifest_in_history(tmp_path):
+    man = tmp_path / "manifests"
+    first = json.loads(freeze("s", fake_results(tmp_path, "a"), man, machine="old").read_text())
+    path = relabel("s", man, "old", "new")
+    moved = json.loads(path.read_text())
+    assert moved["files"] == first["files"] and moved["machine"] == "new" and moved["relabelled_from"] == "old"
+    assert frozen_sets(man, "s") == ["s@new"] and verify_hashes(man, "s@new")
+    assert [json.loads(p.read_text())["machine"] for p in (man / "s" / "new" / "history").iterdir()] == ["old"]
+    freeze("t", fake_results(tmp_path, "b"), man, machine="other")
+    with pytest.raises(SpecproofError, match="already names the machine of t@other"):
+        relabel("s", man, "new", "other")
 
 
 def test_machine_label_from_cpu_model():

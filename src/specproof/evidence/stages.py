@@ -17,7 +17,7 @@ from ..load import HEARTBEAT_S, heartbeat
 from ..models import files as M
 from ..records import check_seal, read_json, read_jsonl, read_parquet, sha256_file, write_json, write_parquet
 from ..study import prompts as P
-from ..study.config import Study, load_study
+from ..study.config import ROOT, Study, load_study
 from ..study.workloads import build_prompt_set, split_of
 from .prediction import require_seal
 from .provenance import capture
@@ -38,14 +38,14 @@ def stage_models(study: Study, d: Path) -> None:
             recs[f"{role}:{name}"] = {"spec": spec, "files": []}
             continue
         path = M.resolve(str(spec["model"]), model_dir=study.model_dir)
-        recs[f"{role}:{name}"] = {"spec": spec, **M.file_record(path)}
+        recs[f"{role}:{name}"] = {"spec": spec, **M.file_record(path, project=ROOT)}
         if str(spec["model"]).startswith("embedded:"):
             recs[f"{role}:{name}"]["source"] = M.embedded_source(str(spec["model"]).split(":", 1)[1])
     write_json(recs, d / "models.json")
 
 
 def stage_prompts(study: Study, d: Path) -> None:
-    P.write(build_prompt_set(study), d / "prompts.jsonl")
+    P.write(build_prompt_set(study, study.manifests), d / "prompts.jsonl")
 
 
 def load_prompt_set(d: Path) -> list[dict]:
@@ -252,20 +252,23 @@ def gather(stage: str, study: Study, d: Path) -> None:
 def run_stage(name: str, results: Path, config: Path | None = None, seed: int | None = None,
               part: str | None = None, gather_jobs: bool = False,
               stages: dict[str, Stage] | None = None, model_dir: Path | None = None,
-              heartbeat_s: float = HEARTBEAT_S) -> None:
+              heartbeat_s: float = HEARTBEAT_S, manifests: Path | None = None) -> None:
     """Run one stage into ``results``. ``config`` is the study config file (every stage
     but the seeded ones reads it); ``seed`` is the study seed for the seeded ones.
     ``part`` runs one job of a split stage (a pair or a target, see ``JOBS``) into
     ``job_dir``; ``gather_jobs`` joins a split stage's jobs instead of running it.
-    ``model_dir`` is where derived model files go (``Study.model_dir``); the study's
+    ``model_dir`` is where derived model files go (``Study.model_dir``), ``manifests``
+    where frozen record sets lie (``Study.manifests``, the prompts stage's blind check); the study's
     ``settings.threads`` reach the backends in their specs (``Study.target_spec``). A
     line every ``heartbeat_s`` seconds says the stage is still running."""
     with heartbeat(f"stage {name}" + (f" ({part})" if part else ""), heartbeat_s):
-        _run_stage(name, results, config, seed, part, gather_jobs, STAGES if stages is None else stages, model_dir)
+        _run_stage(name, results, config, seed, part, gather_jobs, STAGES if stages is None else stages, model_dir,
+                   manifests)
 
 
 def _run_stage(name: str, results: Path, config: Path | None, seed: int | None, part: str | None,
-               gather_jobs: bool, stages: dict[str, Stage], model_dir: Path | None) -> None:
+               gather_jobs: bool, stages: dict[str, Stage], model_dir: Path | None,
+               manifests: Path | None = None) -> None:
     if name not in stages and name not in SEEDED:
         raise ConfigError(f"unknown stage {name!r}: choose one of {', '.join([*stages, *SEEDED])}")
     if (part is not None or gather_jobs) and name not in JOBS:
@@ -280,7 +283,7 @@ def _run_stage(name: str, results: Path, config: Path | None, seed: int | None, 
     if config is None:
         raise ConfigError(f"stage {name}: needs --config (the study config file)")
     study = load_study(Path(config))
-    study.model_dir = model_dir
+    study.model_dir, study.manifests = model_dir, manifests
     results.mkdir(parents=True, exist_ok=True)
     if gather_jobs:
         gather(name, study, results)

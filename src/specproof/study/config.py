@@ -81,6 +81,9 @@ class Study:
     # where derived model files go on this machine (the stage's --model-dir); not part of
     # the study's config, so never in its sha256 or its records. None: the default.
     model_dir: Path | None = None
+    # where frozen record sets lie (the stage's --manifests): the prompts stage keeps the
+    # reserved prompts blind to them (workloads.check_blind). None: not checked.
+    manifests: Path | None = None
 
     @property
     def settings(self) -> dict:
@@ -125,7 +128,7 @@ class Study:
         if not pairs:
             raise ConfigError(f"{self.path}: field pairs: no pair {pair!r}" if pair is not None
                               else f"{self.path}: field targets: no pair has target {target!r}")
-        return Study(self.name, self.path, {**self.data, "pairs": pairs}, self.model_dir)
+        return Study(self.name, self.path, {**self.data, "pairs": pairs}, self.model_dir, self.manifests)
 
     def grid(self, pair: str | None = None) -> list[RunConfig]:
         """The configurations of the grid, in order, without repeats; with ``pair`` (a
