@@ -15,6 +15,9 @@ from .files import context_length, file_record, model_dir, sha256
 from ..decode.backend import Backend, BackendInfo
 
 DTYPES = ("float32", "float16", "bfloat16")
+# special tokens that end a text or a chat turn, as llama.cpp's vocabulary loader names them
+END_OF_GENERATION_TEXTS = ("<|endoftext|>", "<|im_end|>", "<|eot_id|>", "<|eom_id|>", "<end_of_turn>",
+                           "<|end|>", "<|end_of_text|>")
 
 
 def _load(src: Path, torch_dtype, label: Path, **kwargs):
@@ -28,6 +31,19 @@ def _load(src: Path, torch_dtype, label: Path, **kwargs):
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise ModelFileError(f"{label}: transformers could not load it: {first}") from None
     return tokenizer, model
+
+
+def end_of_generation_ids(generation_eos, tokenizer) -> frozenset[int]:
+    """The ids that end generation: the generation config's ``eos_token_id`` (an id or a
+    list, transformers' own stop rule), the tokenizer's eos, and the special tokens a
+    chat model ends a turn or a text with (``<|endoftext|>``, ``<|im_end|>``,
+    ``<|eot_id|>``, ``<end_of_turn>``) where its vocabulary holds them."""
+    ids = {generation_eos} if isinstance(generation_eos, int) else set(generation_eos or [])
+    if tokenizer.eos_token_id is not None:
+        ids.add(int(tokenizer.eos_token_id))
+    vocab = tokenizer.get_vocab()
+    ids |= {vocab[t] for t in END_OF_GENERATION_TEXTS if t in vocab}
+    return frozenset(int(i) for i in ids if i is not None and int(i) >= 0)
 
 
 def converted_dir(gguf: Path, dtype: str, directory: Path | None = None) -> Path:
@@ -89,10 +105,7 @@ class HFBackend(Backend):
         self.cache = DynamicCache(config=self.model.config)
         self._vocab = int(self.model.get_output_embeddings().weight.shape[0])
         self._positions = context_length(self.source)
-        eos = self.model.generation_config.eos_token_id
-        if eos is None:
-            eos = self.tokenizer.eos_token_id
-        self._eos = frozenset([eos] if isinstance(eos, int) else (eos or []))
+        self._eos = end_of_generation_ids(self.model.generation_config.eos_token_id, self.tokenizer)
 
     @staticmethod
     def _check_device(torch, device: str) -> None:

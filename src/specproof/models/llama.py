@@ -29,6 +29,19 @@ def build_record() -> dict:
             "build": read_record(record_path())}
 
 
+def end_of_generation_ids(model) -> frozenset[int]:
+    """Every token id llama.cpp's own rule marks as ending generation
+    (``llama_vocab_is_eog``): the metadata's eos, eot and eom ids and the tokens its
+    vocabulary loader recognises by text (for Qwen2.5: ``<|endoftext|>`` and ``<|im_end|>``
+    beside the fill-in-the-middle stops). ``model`` is a llama.cpp model pointer; the
+    vocabulary is scanned once (~0.1 s for 152k tokens). llama.cpp's own tools stop on
+    this set, so both loops and the reference stop where ``llama-completion`` does."""
+    import llama_cpp
+    vocab = llama_cpp.llama_model_get_vocab(model)
+    n = int(llama_cpp.llama_vocab_n_tokens(vocab))
+    return frozenset(t for t in range(n) if llama_cpp.llama_vocab_is_eog(vocab, t))
+
+
 def default_gpu_layers() -> int:
     """All layers on the accelerator when the build has one (CUDA, Metal, ...), else 0."""
     import llama_cpp
@@ -64,11 +77,7 @@ class LlamaCppBackend(Backend):
         self._vocab = int(self.llm.n_vocab())
         self._ctx = self.llm._ctx
         self._batch = self.llm._batch
-        eos = {self.llm.token_eos()}
-        eot = self.llm._model.token_eot() if hasattr(self.llm._model, "token_eot") else -1
-        if eot is not None and eot >= 0:
-            eos.add(int(eot))
-        self._eos = frozenset(e for e in eos if e is not None and e >= 0)
+        self._eos = end_of_generation_ids(self.llm._model.model)
 
     @property
     def max_context(self) -> int:
