@@ -136,7 +136,14 @@ def prompt_files(wildcards):
     prompts must be disjoint from (prediction.reserved_disjoint_from), relative to the checkout."""
     data = study_data(wildcards.study)
     files = [w["path"] for w in data["workloads"].values() if w["source"] == "file" and "path" in w]
-    return files + data.get("prediction", {}).get("reserved_disjoint_from", [])
+    return files + data.get("prediction", {}).get("reserved_disjoint_from", []) + frozen_prompt_files()
+
+
+def frozen_prompt_files():
+    """Every frozen set's prompts.jsonl and models.json: the prompts stage checks that no
+    reserved prompt was run by a frozen set of the same models (workloads.check_blind)."""
+    return sorted(str(p.parent / name) for p in Path(MANIFESTS).glob("*/*/manifest.json")
+                  for name in ("prompts.jsonl", "models.json"))
 
 
 def study_seed(wildcards):

@@ -28,7 +28,7 @@ rule prompts:
     resources:
         mem_mb=500,
     shell:
-        stage_cmd("prompts")
+        stage_cmd("prompts", f"--manifests {shlex.quote(MANIFESTS)}")
 
 
 rule provenance:

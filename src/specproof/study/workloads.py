@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import itertools
+import json
 from pathlib import Path
 
 import numpy as np
@@ -12,7 +13,9 @@ from ..errors import ConfigError
 from .config import ROOT, Study
 
 
-def build_prompt_set(study: Study) -> list[dict]:
+def build_prompt_set(study: Study, manifests: Path | None = None) -> list[dict]:
+    """Every workload's prompts, each marked discovery or reserved (``assign_split``);
+    with ``manifests`` the reserved ones are checked blind (``check_blind``)."""
     out = []
     for workload, spec in study.data["workloads"].items():
         n = spec.get("n")
@@ -29,8 +32,52 @@ def build_prompt_set(study: Study) -> list[dict]:
     P.check_unique_ids(out, str(study.path))
     cfg = study.prediction
     exclude = {r["prompt"] for f in cfg["reserved_disjoint_from"] for r in P.load(_path(f))}
-    return assign_split(out, cfg["discovery_fraction"], study.settings["seed"], exclude,
-                        where=f"{study.path}: field prediction.reserved_disjoint_from")
+    records = assign_split(out, cfg["discovery_fraction"], study.settings["seed"], exclude,
+                           where=f"{study.path}: field prediction.reserved_disjoint_from")
+    if manifests is not None and not cfg.get("not_blind"):
+        check_blind(records, study, manifests)
+    return records
+
+
+def frozen_prompt_sets(manifests: Path, study: Study) -> dict[str, set[str]]:
+    """{'<study>@<machine>': its prompt texts} for every frozen record set under
+    ``manifests`` of another study that shares a target model with ``study`` (the same
+    ``model`` spec); a rerun of the same study is not another study."""
+    mine = {_model_key(study.target_spec(n)) for n in study.data["targets"]}
+    out = {}
+    for manifest in sorted(Path(manifests).glob("*/*/manifest.json")):
+        d = manifest.parent
+        if d.parent.name == study.name or not (d / "models.json").is_file():
+            continue
+        models = json.loads((d / "models.json").read_text())
+        theirs = {_model_key(m.get("spec", {})) for key, m in models.items() if key.startswith("target:")}
+        if mine & theirs:
+            out[f"{d.parent.name}@{d.name}"] = {r["prompt"] for r in P.load(d / "prompts.jsonl")}
+    return out
+
+
+def _model_key(spec: dict) -> str:
+    """What makes two target specs the same model: the ``model`` a spec names (a file or
+    embedded name), or for a spec without one (the mock backend) all its fields but the
+    thread count."""
+    if spec.get("model") is not None:
+        return str(spec["model"])
+    return json.dumps({k: v for k, v in spec.items() if k != "threads"}, sort_keys=True)
+
+
+def check_blind(records: list[dict], study: Study, manifests: Path) -> None:
+    """The sealed prediction P is blind only if no reserved prompt was ever run by an
+    earlier frozen study of the same models: refuse the first overlap, naming the set and
+    the count (list its prompts.jsonl under prediction.reserved_disjoint_from, or state
+    prediction.not_blind with why)."""
+    reserved = {r["prompt"] for r in records if r["split"] == "reserved"}
+    for set_id, prompts in frozen_prompt_sets(manifests, study).items():
+        shared = reserved & prompts
+        if shared:
+            raise ConfigError(f"{study.path}: field prediction.reserved_disjoint_from: {len(shared)} of "
+                              f"{len(reserved)} reserved prompts were run by the frozen set {set_id} of the "
+                              "same models, so P would not be blind; list its prompts.jsonl there, or set "
+                              "prediction.not_blind to say why not")
 
 
 def _path(name: str) -> Path:
