@@ -49,6 +49,40 @@ def _row(source, target, draft, path, config, mode, prompt_id, workload, ids, te
             "Q": ids == want["ids"], "first_divergence": first_divergence(ids, want["ids"])}
 
 
+def kept_by_config(runs: pd.DataFrame, reference: pd.DataFrame) -> pd.DataFrame:
+    """Per greedy speculative configuration (pair, config) and workload ('all' and each):
+    ``prompts`` it ran, ``Q_prompts`` the prompts on which every one of its runs' ids equal
+    the sealed reference's, ``H_prompts`` those on which every run's text equals it. A
+    speed is a lossless speed only where Q_prompts == prompts."""
+    ref = reference_lookup(reference)
+    greedy = runs[(runs["temperature"] == 0) & (runs["path"] == "speculative")]
+    if greedy.empty:
+        return pd.DataFrame(columns=["pair", "config", "workload", "prompts", "Q_prompts", "H_prompts"])
+    flags = greedy.assign(
+        Q=[[int(x) for x in r.ids] == ref[(r.target, r.prompt_id)]["ids"] for r in greedy.itertuples()],
+        H=[r.text == ref[(r.target, r.prompt_id)]["text"] for r in greedy.itertuples()])
+    per_prompt = flags.groupby(["pair", "config", "workload", "prompt_id"], sort=False)[["Q", "H"]].all().reset_index()
+    parts = [per_prompt.assign(workload="all"), per_prompt]
+    both = pd.concat(parts, ignore_index=True).groupby(["pair", "config", "workload"], sort=False)
+    return both.agg(prompts=("prompt_id", "size"), Q_prompts=("Q", "sum"), H_prompts=("H", "sum")).reset_index()
+
+
+def no_change_counts(table: pd.DataFrame, live: list[dict]) -> dict[tuple[str, str], dict]:
+    """The trivial prediction "the path changes nothing" scored as P is: per (target,
+    verify path), how many of P's live runs (``live``: target, verify_mode, prompt_id) have
+    ids equal to the sealed reference (Q of those qualification runs), of how many. A
+    sealed prediction that does not beat it has predicted nothing the reference did not."""
+    qual = table[table["source"] == "qualification"]
+    keys = {(x["target"], x.get("verify_mode"), x["prompt_id"]) for x in live}
+    out: dict[tuple[str, str], dict] = {}
+    for r in qual.itertuples():
+        if (r.target, r.verify_mode, r.prompt_id) in keys:
+            c = out.setdefault((r.target, r.verify_mode), {"matched": 0, "total": 0})
+            c["matched"] += bool(r.Q)
+            c["total"] += 1
+    return out
+
+
 def recomputed_q(qualification: pd.DataFrame, reference: pd.DataFrame) -> pd.Series:
     """Q of each qualification run, recomputed: its ids equal the sealed reference's ids
     for its target and prompt (what the run's stored ``ids_equal`` claims; the numbers

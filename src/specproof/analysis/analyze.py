@@ -19,7 +19,7 @@ import numpy as np
 import pandas as pd
 
 from .advisegap import advise_gap
-from .agreement import agreement_counts, agreement_table, change_rate, recomputed_q
+from .agreement import agreement_counts, agreement_table, change_rate, kept_by_config, recomputed_q
 from .certificate import certificate
 from .costs import config_costs, end_to_end_costs, run_costs
 from .loopcost import loop_costs
@@ -61,6 +61,7 @@ class StudyAnalysis:
     interval_method: str = "bca"  # the speedups' interval (statistics.interval_method of the provenance)
     change_rate: pd.DataFrame | None = None  # per qualification path: per-token rate of first changes (agreement)
     familywise: list[dict] | None = None  # per speedups row: its Bonferroni interval ('t' sets only)
+    kept: pd.DataFrame | None = None  # per greedy config and workload: prompts whose ids/text kept (agreement)
 
 
 def analyze(d: Path) -> StudyAnalysis:
@@ -96,7 +97,8 @@ def analyze(d: Path) -> StudyAnalysis:
         calibration_table=read_parquet(d / "calibration.parquet"),
         loop_costs=loop_costs(runs, rounds, micro), advise_gap=gap,
         category_speedups=category_speedups(costs, prompt_categories(d), seed, method),
-        interval_method=method, change_rate=change_rate(qual, reference), **clock_boundary(runs, seed, method))
+        interval_method=method, change_rate=change_rate(qual, reference), kept=kept_by_config(runs, reference),
+        **clock_boundary(runs, seed, method))
 
 
 def prompt_categories(d: Path) -> dict[str, str]:

@@ -175,6 +175,34 @@ def speedup_stats(costs: pd.DataFrame, seed: int, prompts: list[str] | None = No
     return out
 
 
+def tied_with_best(costs: pd.DataFrame, level: float = 0.95) -> list[dict]:
+    """Per pair, every greedy configuration (fixed K and each policy) against the pair's
+    best fixed K (highest geometric-mean speedup over all prompts), paired over the
+    prompts both ran: ratio = exp(mean_j d_j), d_j = mean log S_(j,config) - mean log
+    S_(j,best) over prompt j's repetitions, with its Student-t interval over prompts
+    (``t_interval``). ``tied``: the interval covers 1, so the data do not tell the
+    configuration from the best; the best is listed too (ratio 1, tied). A paired
+    comparison, not overlapping marginal intervals."""
+    greedy = costs[costs["temperature"] == 0]
+    out = []
+    for pair, g in greedy.groupby("pair", sort=False):
+        per = g.assign(logS=np.log(g["S_measured"].astype(float))).groupby(
+            ["policy", "k", "config", "prompt_id"])["logS"].mean()
+        means = per.groupby(level=["policy", "k", "config"]).mean()
+        if "fixed" not in means.index.get_level_values("policy"):
+            continue
+        best = means.xs("fixed", level="policy", drop_level=False).idxmax()
+        base = per.xs(best, level=["policy", "k", "config"])
+        for (policy, k, config), _ in means.items():
+            diff = (per.xs((policy, k, config), level=["policy", "k", "config"]) - base).dropna()
+            lo, hi = t_interval([np.array([d]) for d in diff.to_numpy()], level)
+            out.append({"pair": pair, "config": config, "k": int(k), "policy": policy, "best_config": best[2],
+                        "ratio": float(np.exp(diff.mean())), "ci_low": float(np.exp(lo)),
+                        "ci_high": float(np.exp(hi)), "prompts": int(len(diff)),
+                        "tied": bool(config == best[2] or lo <= 0 <= hi)})
+    return out
+
+
 FAMILY_ALPHA = 0.05  # the family-wise error rate of familywise_intervals
 
 

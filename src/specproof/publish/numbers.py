@@ -23,7 +23,8 @@ import math
 
 from ..analysis.analyze import (MIN_QUALIFICATION_RUNS, StudyAnalysis, batch_invariance_summary,
                                 qualification_summary, target_only_speed)
-from ..analysis.statistics import simulated_coverage
+from ..analysis.agreement import no_change_counts
+from ..analysis.statistics import simulated_coverage, tied_with_best
 from ..evidence.pit import CHI2_BINS
 from ..records import json_scalar
 
@@ -233,6 +234,8 @@ def speed_numbers(a: StudyAnalysis, rows: Rows, judge) -> None:
         put("ci_low", r["ci_low"], "x", "runs.parquet")
         put("ci_high", r["ci_high"], "x", "runs.parquet")
         put("verdict", judge(r["ci_low"], r["ci_high"]), "text", "runs.parquet")
+    kept_numbers(a, rows)
+    tied_numbers(a, rows)
     for r in a.category_speedups or []:
         put = rows.at("speedup_category", config_attrs(r), pair=r["pair"], config=r["config"],
                       workload=r["workload"], category=r["category"])
@@ -254,6 +257,38 @@ def speed_numbers(a: StudyAnalysis, rows: Rows, judge) -> None:
     for v in ("faster", "slower", "unresolved", "indicative (faster)", "indicative (slower)"):
         put(v.replace("indicative (", "indicative_").rstrip(")"), verdicts.count(v), "configurations",
             "runs.parquet")
+
+
+def tied_numbers(a: StudyAnalysis, rows: Rows) -> None:
+    """'best_set.<pair>.<config>.*': each greedy configuration (fixed K and policies)
+    against its pair's best fixed K, paired over prompts (``statistics.tied_with_best``:
+    ratio, interval, tied), and 'best_set.<pair>.ks', the fixed K whose paired interval
+    covers 1: "the best K" as a set."""
+    tied = tied_with_best(a.costs)
+    for r in tied:
+        put = rows.at("best_set", {"k": r["k"], "policy": r["policy"]}, pair=r["pair"], config=r["config"])
+        put("ratio", r["ratio"], "x", "runs.parquet")
+        put("ci_low", r["ci_low"], "x", "runs.parquet")
+        put("ci_high", r["ci_high"], "x", "runs.parquet")
+        put("tied", r["tied"], "bool", "runs.parquet")
+    for pair in dict.fromkeys(r["pair"] for r in tied):
+        rows.at("best_set", pair=pair)("ks", sorted(r["k"] for r in tied if r["pair"] == pair and r["tied"] and r["policy"] == "fixed"),
+                                       "list", "runs.parquet")
+
+
+def kept_numbers(a: StudyAnalysis, rows: Rows) -> None:
+    """'speedup.<pair>.<config>.<workload>.{Q_prompts,H_prompts,kept_of}' for every greedy
+    speculative configuration: the prompts on which all its runs' ids (Q) and texts (H)
+    equal the sealed reference, of how many it ran (``agreement.kept_by_config``), so every
+    speed stands beside whether that configuration kept the output."""
+    if a.kept is None:
+        return
+    attrs = {(r["pair"], r["config"]): config_attrs(r) for r in a.speedups}
+    for r in a.kept.itertuples():
+        put = rows.at("speedup", attrs.get((r.pair, r.config), {}), pair=r.pair, config=r.config, workload=r.workload)
+        put("Q_prompts", int(r.Q_prompts), "prompts", "runs.parquet")
+        put("H_prompts", int(r.H_prompts), "prompts", "runs.parquet")
+        put("kept_of", int(r.prompts), "prompts", "runs.parquet")
 
 
 def familywise_numbers(a: StudyAnalysis, rows: Rows, judge) -> None:
@@ -551,20 +586,25 @@ def level_numbers(a: StudyAnalysis, rows: Rows) -> None:
 
 def prediction_numbers(a: StudyAnalysis, rows: Rows) -> None:
     """'prediction.*': P, reserved live runs equal to the prediction sealed before them,
-    per verify path with the predictor chosen on discovery, and whether the seal preceded
-    every reserved run (evidence.prediction)."""
+    per verify path with the predictor chosen on discovery beside the trivial prediction
+    "the path changes nothing" scored on the same runs (``no_change_matched``), and
+    whether the seal preceded every reserved run (evidence.prediction)."""
     p, src, put = a.prediction, a.sources, rows.at("prediction")
     put("P_matched", p["P_matched"], "runs", src["prediction.P"])
     put("P_total", p["P_total"], "runs", src["prediction.P"])
     put("discovery_holds", p["discovery_holds"], "runs", src["prediction.discovery"])
     put("discovery_total", p["discovery_total"], "runs", src["prediction.discovery"])
     per_path = p.get("per_path", {})
+    no_change = no_change_counts(a.agreement, p.get("live", []))
     for path in p.get("paths", []):
         at = rows.at("prediction", target=path["target"], verify_mode=path["verify_mode"])
         counts = per_path.get(f"{path['target']}|{path['verify_mode']}")  # the key prediction.json writes
         if counts:
             at("matched", counts["matched"], "runs", src["prediction.P"])
             at("total", counts["total"], "runs", src["prediction.P"])
+        trivial = no_change.get((path["target"], path["verify_mode"]))
+        if trivial:
+            at("no_change_matched", trivial["matched"], "runs", "qualification.parquet")
         at("predictor", path["predictor"], "", src["prediction.discovery"])
     if p.get("first_reserved_run_at"):
         put("sealed_before_reserved_runs", int(p["sealed_at"] < p["first_reserved_run_at"]),
@@ -733,8 +773,9 @@ def machine_numbers(analyses: dict[str, StudyAnalysis], shas: dict[str, str | No
     """'machines.<study>.*': for a study frozen on two or more machines, the sets compared
     and which findings changed between them, each decided by the sets' own numbers: a
     pair's best-K verdict (by CI), whether its best-K CIs are disjoint, a target's batched
-    qualification, and advise's verdict. Each row cites the manifests of every set it
-    compares."""
+    qualification, and advise's verdict; and 'namesake.*' for two listed sets whose
+    machines share a CPU model name but not a fingerprint (``namesake_rows``). Each row
+    cites the manifests of every set it compares."""
     from .manifests import split_set
     by_study: dict[str, list[str]] = {}
     for set_id in analyses:
@@ -747,7 +788,61 @@ def machine_numbers(analyses: dict[str, StudyAnalysis], shas: dict[str, str | No
             rows = Rows(manifest_sha256=[shas[x] for x in sets])
             machine_rows(rows, study, {x: analyses[x] for x in sets})
             out.update(rows.out)
+    for a, b in namesake_pairs(analyses):
+        rows = Rows(manifest_sha256=[shas[a], shas[b]])
+        namesake_rows(rows, a, b, analyses[a], analyses[b])
+        out.update(rows.out)
     return out
+
+
+def namesake_pairs(analyses: dict[str, StudyAnalysis]) -> list[tuple[str, str]]:
+    """(head, other) for every listed set whose CPU model name equals the head set's (the
+    first listed) but whose machine fingerprint differs (``evidence.fingerprint``) and
+    whose study timed the same pairs: one CPU name, two machines, that a reader must not
+    take for one."""
+    from ..evidence.fingerprint import fingerprint_of, identity_differences
+    sets = list(analyses)
+    if not sets:
+        return []
+    head, fps = sets[0], {x: fingerprint_of(analyses[x].provenance) for x in sets}
+    return [(head, b) for b in sets[1:]
+            if fps[head].get("model_name") == fps[b].get("model_name") and identity_differences(fps[head], fps[b])
+            and _pairs(analyses[head]) == _pairs(analyses[b])]
+
+
+def _pairs(a: StudyAnalysis) -> list:
+    return a.provenance["study"]["config"].get("pairs", [])
+
+
+def namesake_rows(rows: Rows, a: str, b: str, one: StudyAnalysis, two: StudyAnalysis) -> None:
+    """'namesake.<a>.<b>.*': two sets on machines of one CPU model name: the SIMD flags
+    only one of them has, each set's new tokens per run and target-only speed per shared
+    target, and per shared pair each set's best fixed-K speedup, its interval and verdict,
+    and whether the verdict differs (by interval)."""
+    put = rows.at("namesake", set_a=a, set_b=b)
+    flags = [set(x.provenance.get("cpu", {}).get("simd_flags") or []) for x in (one, two)]
+    put("flags_only_a", sorted(flags[0] - flags[1]), "list", "provenance.json")
+    put("flags_only_b", sorted(flags[1] - flags[0]), "list", "provenance.json")
+    put("model_name", one.provenance.get("cpu", {}).get("model"), "text", "provenance.json")
+    for side, an in (("a", one), ("b", two)):
+        put(f"max_new_tokens_{side}", int(an.provenance["study"]["config"]["settings"]["max_new_tokens"]), "tokens",
+            "provenance.json")
+    speeds = [target_only_speed(x.runs).set_index("target")["tokens_per_s"] for x in (one, two)]
+    for target in [t for t in speeds[0].index if t in speeds[1].index]:
+        at = rows.at("namesake", set_a=a, set_b=b, target=target)
+        at("tokens_per_s_a", float(speeds[0][target]), "tokens/s", "runs.parquet")
+        at("tokens_per_s_b", float(speeds[1][target]), "tokens/s", "runs.parquet")
+    best = [best_fixed(x) for x in (one, two)]
+    for pair in [p for p in best[0] if p in best[1]]:
+        at = rows.at("namesake", set_a=a, set_b=b, pair=pair)
+        for side, r in (("a", best[0][pair]), ("b", best[1][pair])):
+            at(f"k_{side}", r["k"], "K", "runs.parquet")
+            at(f"speedup_{side}", r["speedup"], "x", "runs.parquet")
+            at(f"ci_low_{side}", r["ci_low"], "x", "runs.parquet")
+            at(f"ci_high_{side}", r["ci_high"], "x", "runs.parquet")
+            at(f"verdict_{side}", verdict(r["ci_low"], r["ci_high"]), "text", "runs.parquet")
+        at("verdict_changed", verdict(best[0][pair]["ci_low"], best[0][pair]["ci_high"])
+           != verdict(best[1][pair]["ci_low"], best[1][pair]["ci_high"]), "bool", "runs.parquet")
 
 
 def machine_rows(rows: Rows, study: str, analyses: dict[str, StudyAnalysis]) -> None:
