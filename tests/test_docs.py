@@ -273,6 +273,10 @@ SIZE = ("--max-new-tokens", "8")
 QWEN = ("embedded:qwen2.5-coder-1.5b-q4_k_m", "embedded:qwen2.5-coder-0.5b-q4_k_m")
 
 EXERCISED: dict[str, list[How]] = {
+    # docs/benchmarks.md, GPU check (run for real on CPU by tests/test_gpu_check.py)
+    "timeout -k 30 -s TERM 420 env PYTHONPATH=src python3 benchmarks/gpu_check.py --device cuda --out $OUT": [HELP],
+    ".venv/bin/python benchmarks/gpu_check.py --device cpu --tiny --out /tmp/gpu_check": [HELP],
+    ".venv/bin/python benchmarks/gpu_check.py --write-configs": [HELP],
     # README.md
     "make test": [_dry(_make_test)],
     "make paper": [_dry(_has("snakemake", " all"))],
