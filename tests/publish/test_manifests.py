@@ -115,3 +115,23 @@ def test_the_machines_section_compares_the_study_frozen_on_several_machines():
     assert compared_sets(["paper@a", "paper@b", *quick]) == ["paper@a", "paper@b"]
     # unfrozen (bare) sets and single-machine studies compare nothing
     assert compared_sets(["paper", "cpu@xeon"]) == []
+
+
+def test_drift_names_the_same_machine_or_says_in_its_first_line_that_none_matches():
+    """A rerun is compared with the frozen set of its machine fingerprint; on a machine no
+    set was frozen on, drift.md's first line says so and names the nearest set and every
+    field that differs (the quick tier is frozen on an AVX-512 Xeon and an AVX2 EPYC)."""
+    from pathlib import Path
+    from specproof.publish.manifests import _drift_heading
+    from specproof.records import read_json
+    root = Path(__file__).resolve().parents[2]
+    xeon = read_json(root / "manifests" / "cpu-smollm2" / "xeon-avx512" / "provenance.json")
+    same, lines = _drift_heading("cpu-smollm2", Path("results/cpu-smollm2"), root / "manifests", xeon)
+    assert same == "cpu-smollm2@xeon-avx512"
+    assert lines[0].startswith("# Drift report: cpu-smollm2, rerun against cpu-smollm2@xeon-avx512")
+    other = json.loads(json.dumps(xeon))
+    other["cpu"]["simd_flags"] = [*other["cpu"]["simd_flags"], "avx512_vp2intersect"]
+    nearest, lines = _drift_heading("cpu-smollm2", Path("results/cpu-smollm2"), root / "manifests", other)
+    assert nearest == "cpu-smollm2@xeon-avx512"
+    assert lines[0].startswith("# Another machine, not drift: no frozen record set of cpu-smollm2 matches this "
+                               "machine; the nearest, cpu-smollm2@xeon-avx512, differs in simd_flags_sha256")

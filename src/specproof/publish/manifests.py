@@ -19,7 +19,9 @@ from pathlib import Path
 
 from ..errors import SpecproofError
 from ..evidence.fingerprint import context_differences, fingerprint_of, identity_differences
+from ..evidence.provenance import portable
 from ..records import atomic_path, read_json, sha256_file, write_json
+from .benchtables import markdown_table
 
 RAW = ["provenance.json", "models.json", "prompts.jsonl", "reference.parquet", "reference.seal.json",
        "runs.parquet", "rounds.parquet", "micro.parquet", "pit.parquet", "batch_invariance.parquet",
@@ -464,10 +466,14 @@ def _drift_heading(study: str, new_dir: Path, manifests: Path, prov: dict) -> tu
         return None, [f"# Drift report: {study}, no frozen record set to compare with", "",
                       f"No frozen record set of {study} exists, so there is nothing to compare `{new_dir}` "
                       f"with. Freeze this run with `specproof freeze {study} --machine <label>`."]
-    theirs = fingerprint_of(read_json(set_dir(manifests, nearest) / "provenance.json"))
+    other = read_json(set_dir(manifests, nearest) / "provenance.json")
+    theirs = fingerprint_of(other)
+    simd = [set((p.get("cpu") or {}).get("simd_flags") or []) for p in (other, prov)]
+    flags = (f" SIMD flags only on {nearest}'s host: {', '.join(sorted(simd[0] - simd[1])) or 'none'}; only on "
+             f"this run's: {', '.join(sorted(simd[1] - simd[0])) or 'none'}." if simd[0] != simd[1] else "")
     return nearest, [f"# Another machine, not drift: no frozen record set of {study} matches this machine; "
                      f"the nearest, {nearest}, differs in {', '.join(fields)}", "",
-                     "The comparison below is between two machines, not drift of one.", "",
+                     "The comparison below is between two machines, not drift of one." + flags, "",
                      *markdown_table(["field", nearest, "this run"],
                                      [[f, str(theirs.get(f))[:40], str(mine.get(f))[:40]] for f in fields])]
 
