@@ -46,7 +46,7 @@ from pathlib import Path
 import numpy as np
 
 from specproof.analysis.costs import model_speedup
-from specproof.decode.backend import Backend, BackendInfo
+from specproof.decode.backend import Backend, BackendInfo, timed_forward_ms
 from specproof.decode.costmodel import expected_committed, expected_round_ms
 from specproof.decode.decoding import DecodeSettings, decode_speculative, decode_target_only
 from specproof.decode.drafters import ModelDrafter
@@ -212,19 +212,6 @@ class MeteredPolicy(FixedPolicy):
 
 # --- measurements --------------------------------------------------------------------
 
-def _timed_ms(backend: Backend, block: list[int], last_only: bool) -> float:
-    """ms of one forward(block) on a prefilled backend, synchronised before and after,
-    then rolled back (as evidence.micro.time_forward does per call)."""
-    base = backend.length
-    backend.synchronize()
-    t0 = time.perf_counter_ns()
-    backend.forward(block, last_only=last_only)
-    backend.synchronize()
-    dt = (time.perf_counter_ns() - t0) / 1e6
-    backend.rollback(base)
-    return dt
-
-
 def measure_forwards(target, draft, context: list[int], samples: int, warmup: int, until: float,
                      out: dict) -> None:
     """v(B) for B = 1..MAX_B and the draft step into ``out`` ("verify_ms" {B: [ms]},
@@ -239,8 +226,8 @@ def measure_forwards(target, draft, context: list[int], samples: int, warmup: in
     for r in range(warmup + samples):
         if r >= warmup and time.monotonic() > until:
             break
-        times = {b: _timed_ms(target, block[:b], False) for b in range(1, MAX_B + 1)}
-        step = _timed_ms(draft, block[:1], True)
+        times = {b: timed_forward_ms(target, block[:b], False) for b in range(1, MAX_B + 1)}
+        step = timed_forward_ms(draft, block[:1], True)
         if r >= warmup:
             for b, t in times.items():
                 out["verify_ms"][b].append(t)
@@ -415,7 +402,7 @@ def notes(args, m: dict, alpha: np.ndarray, ks: list[int], prompts: int, dev: di
            f"(pair {PAIR}, greedy fixed K in {ks}, {prompts} prompts). The speedups are PROJECTED, not realized.",
            "S(K) = (v(1) + x_T) E[C|K] / (K c + v(K+1) + x(K)); S_0(K) = v(1) E[C|K] / (K c + v(K+1)) "
            "(analysis.costs.model_speedup). v, c, x, x_T: medians (ms) of the timings table.",
-           f"x(K) measured at full acceptance (the target drafting for itself, greedy; acceptance reached in the "
+           "x(K) measured at full acceptance (the target drafting for itself, greedy; acceptance reached in the "
            "timings table); rejections, a real draft and sampling (T > 0) are not timed.",
            f"Intervals: medians with distribution-free order-statistic {LEVEL:.0%} intervals; S and S_0 with "
            f"{LEVEL:.0%} percentile intervals over {args.resamples} bootstrap resamples (seed {args.seed}) of every "

@@ -9,6 +9,7 @@ entries past n so that a re-feed recomputes them.
 """
 from __future__ import annotations
 
+import time
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import Any
@@ -112,3 +113,16 @@ class Backend(ABC):
 
     def close(self) -> None:
         """Release model memory."""
+
+
+def timed_forward_ms(backend: Backend, block: list[int], last_only: bool = False) -> float:
+    """ms of one forward(block) on a prefilled backend, synchronised before and after
+    (an accelerator's queue drained), then rolled back to the length it had."""
+    base = backend.length
+    backend.synchronize()
+    t0 = time.perf_counter_ns()
+    backend.forward(block, last_only=last_only)
+    backend.synchronize()
+    dt = (time.perf_counter_ns() - t0) / 1e6
+    backend.rollback(base)
+    return dt

@@ -7,13 +7,12 @@ median of ``repeats`` (after one warm-up) is recorded in ms, every sample kept.
 from __future__ import annotations
 
 import statistics
-import time
 from pathlib import Path
 
 import pandas as pd
 from tqdm import tqdm
 
-from ..decode.backend import Backend
+from ..decode.backend import Backend, timed_forward_ms
 from ..models.loader import ModelPool
 from ..records import write_parquet
 from ..load import warn_if_busy, watch
@@ -23,21 +22,11 @@ from ..study.workloads import prompt_ids
 
 def time_forward(backend: Backend, context: list[int], block: list[int], repeats: int,
                  last_only: bool = False) -> list[float]:
-    """ms per forward(block) after ``context`` is cached (rolled back after each call)."""
+    """ms per forward(block) after ``context`` is cached (``timed_forward_ms``), the first
+    call discarded as warm-up."""
     backend.reset()
     backend.forward(context, last_only=True)
-    base = backend.length
-    out = []
-    for i in range(repeats + 1):
-        backend.synchronize()
-        t0 = time.perf_counter_ns()
-        backend.forward(block, last_only=last_only)
-        backend.synchronize()
-        dt = (time.perf_counter_ns() - t0) / 1e6
-        backend.rollback(base)
-        if i:
-            out.append(dt)
-    return out
+    return [timed_forward_ms(backend, block, last_only) for _ in range(repeats + 1)][1:]
 
 
 def run_micro(study: Study, prompt_set: list[dict], out: Path) -> None:

@@ -26,7 +26,7 @@ import struct
 from pathlib import Path
 
 from ..errors import ModelFileError
-from .ggufheader import _SCALARS, _ARRAY, _STRING, _Cursor
+from .ggufheader import ARRAY, SCALARS, STRING, HeaderCursor, header_entries
 
 ARCHITECTURES = {"qwen2": ("Qwen2ForCausalLM", "qwen2")}
 # config.json key -> the GGUF key after "<arch>."
@@ -36,16 +36,16 @@ KEYS = {"num_hidden_layers": "block_count", "hidden_size": "embedding_length",
         "rms_norm_eps": "attention.layer_norm_rms_epsilon", "max_position_embeddings": "context_length"}
 
 
-class _Lengths(_Cursor):
+class _Lengths(HeaderCursor):
     """A header cursor that gives an array's length (its elements skipped) instead of None."""
 
     def value(self, vtype: int):
-        if vtype != _ARRAY:
+        if vtype != ARRAY:
             return super().value(vtype)
         sub, n = self.take("I"), self.take("Q")
-        if sub in _SCALARS:
-            self.skip(n * struct.calcsize("<" + _SCALARS[sub]))
-        elif sub == _STRING:
+        if sub in SCALARS:
+            self.skip(n * struct.calcsize("<" + SCALARS[sub]))
+        elif sub == STRING:
             for _ in range(n):
                 self.skip(self.take("Q"))
         else:
@@ -59,20 +59,8 @@ def parse_header(buf) -> tuple[dict, dict[str, list[int]]]:
     is ("array", its length). struct.error where ``buf`` ends inside the header."""
     if bytes(buf[:4]) != b"GGUF":
         raise ValueError(f"not a GGUF file (magic bytes {bytes(buf[:4])!r})")
-    cur = _Lengths(buf)
-    cur.skip(4)
-    version, n_tensors, n_kv = cur.take("I"), cur.take("Q"), cur.take("Q")
-    if version not in (2, 3):
-        raise ValueError(f"unsupported GGUF version {version}")
-    metadata = {}
-    for _ in range(n_kv):
-        key = cur.string()
-        metadata[key] = cur.value(cur.take("I"))
-    tensors = {}
-    for _ in range(n_tensors):
-        name = cur.string()
-        tensors[name] = [cur.take("Q") for _ in range(cur.take("I"))]
-        cur.take("I"), cur.take("Q")  # type, offset
+    _, metadata, infos = header_entries(_Lengths(buf))
+    tensors = {name: dims for name, dims, _, _ in infos}
     return metadata, tensors
 
 

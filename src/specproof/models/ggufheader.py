@@ -14,8 +14,8 @@ import struct
 from dataclasses import dataclass
 from pathlib import Path
 
-_SCALARS = {0: "B", 1: "b", 2: "H", 3: "h", 4: "I", 5: "i", 6: "f", 7: "?", 10: "Q", 11: "q", 12: "d"}
-_STRING, _ARRAY = 8, 9
+SCALARS = {0: "B", 1: "b", 2: "H", 3: "h", 4: "I", 5: "i", 6: "f", 7: "?", 10: "Q", 11: "q", 12: "d"}
+STRING, ARRAY = 8, 9
 
 
 @dataclass(frozen=True)
@@ -36,7 +36,9 @@ class GGUFHeader:
         return int(value) if isinstance(value, int) and value > 0 else None
 
 
-class _Cursor:
+class HeaderCursor:
+    """Reads a GGUF header's little-endian fields from ``buf`` in order; arrays as None."""
+
     def __init__(self, buf):
         self.buf, self.pos = buf, 0
 
@@ -57,22 +59,22 @@ class _Cursor:
         return bytes(self.buf[start:self.pos]).decode("utf-8", errors="replace")
 
     def value(self, vtype: int):
-        if vtype == _STRING:
+        if vtype == STRING:
             return self.string()
-        if vtype == _ARRAY:
+        if vtype == ARRAY:
             sub, n = self.take("I"), self.take("Q")
-            if sub in _SCALARS:
-                self.skip(n * struct.calcsize("<" + _SCALARS[sub]))
-            elif sub == _STRING:  # a vocabulary: skipped, not decoded
+            if sub in SCALARS:
+                self.skip(n * struct.calcsize("<" + SCALARS[sub]))
+            elif sub == STRING:  # a vocabulary: skipped, not decoded
                 for _ in range(n):
                     self.skip(self.take("Q"))
             else:
                 for _ in range(n):
                     self.value(sub)
             return None
-        if vtype not in _SCALARS:
+        if vtype not in SCALARS:
             raise ValueError(f"unknown metadata value type {vtype}")
-        return self.take(_SCALARS[vtype])
+        return self.take(SCALARS[vtype])
 
 
 def _tensor_bytes(dims: list[int], ggml_type: int) -> int:
@@ -88,8 +90,10 @@ def _tensor_bytes(dims: list[int], ggml_type: int) -> int:
     return n // block * type_size
 
 
-def _parse(buf, size: int) -> GGUFHeader:
-    cur = _Cursor(buf)
+def header_entries(cur: HeaderCursor) -> tuple[int, dict, list[tuple[str, list[int], int, int]]]:
+    """(version, metadata, tensor infos (name, dims, ggml type, data offset)) read by
+    ``cur`` from a GGUF's leading bytes, the magic skipped; ``cur.pos`` is left at the end
+    of the tensor infos. ValueError for a version other than 2 or 3."""
     cur.skip(4)  # magic, checked by the caller
     version, n_tensors, n_kv = cur.take("I"), cur.take("Q"), cur.take("Q")
     if version not in (2, 3):
@@ -98,13 +102,19 @@ def _parse(buf, size: int) -> GGUFHeader:
     for _ in range(n_kv):
         key = cur.string()
         metadata[key] = cur.value(cur.take("I"))
-    end = 0
+    tensors = []
     for _ in range(n_tensors):
-        cur.string()
+        name = cur.string()
         dims = [cur.take("Q") for _ in range(cur.take("I"))]
-        ggml_type, offset = cur.take("I"), cur.take("Q")
-        end = max(end, offset + _tensor_bytes(dims, ggml_type))
-    if not n_tensors:
+        tensors.append((name, dims, cur.take("I"), cur.take("Q")))
+    return version, metadata, tensors
+
+
+def _parse(buf, size: int) -> GGUFHeader:
+    cur = HeaderCursor(buf)
+    version, metadata, tensors = header_entries(cur)
+    end = max((offset + _tensor_bytes(dims, ggml_type) for _, dims, ggml_type, offset in tensors), default=0)
+    if not tensors:
         return GGUFHeader(version, metadata, cur.pos, size)
     align = metadata.get("general.alignment") or 32
     start = -(-cur.pos // align) * align
