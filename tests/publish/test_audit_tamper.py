@@ -568,10 +568,29 @@ def _mean_accepted_raised(d):
     return {}, ["runs.parquet", f"row {i}, field mean_accepted", "rounds' mean accepted"]
 
 
+def _greedy_correction_drafted(d):
+    """A greedy speculative run's rejected draft rewritten to the token committed in its
+    place (what rewriting a changed greedy output to the reference under its rounds
+    leaves: the forger helper's 'lossy configuration made lossless')."""
+    runs, rounds = read_parquet(d / "runs.parquet"), read_parquet(d / "rounds.parquet")
+    greedy = runs[(runs["path"] == "speculative") & (runs["temperature"] == 0)]
+    for run_id, out in zip(greedy["run_id"], greedy["ids"]):
+        p = 0
+        for row in rounds[rounds["run_id"] == run_id].sort_values("round").itertuples():
+            if row.accepted < len(row.drafted) and row.committed > row.accepted:
+                drafted = list(row.drafted)
+                drafted[row.accepted] = out[p + row.accepted]
+                rounds.at[row.Index, "drafted"] = drafted
+                write_parquet(rounds, d / "rounds.parquet")
+                return {}, ["rounds.parquet", f"row {row.Index}, field accepted", "rejected draft"]
+            p += row.committed
+    raise AssertionError("no greedy round rejected a draft")
+
+
 @pytest.mark.parametrize("tamper", [_ids_cut, _fewer_tokens, _text_apart, _text_equal_off, _micro_median, _start_erased,
                                     _reserved_dropped, _workload_relabelled, _target_only_apart, _accepted_raised,
                                     _pit_draws_moved, _rounds_merged, _spec_ids_apart,
-                                    _mean_accepted_raised],
+                                    _mean_accepted_raised, _greedy_correction_drafted],
                          ids=lambda f: f.__name__.strip("_"))
 def test_a_run_unlike_its_own_identities_fails_the_audit(copy, capsys, cached, tamper):
     """The ids, text, token counts and times a run holds by construction: checked before

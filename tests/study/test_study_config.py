@@ -227,11 +227,13 @@ def test_a_study_names_its_interval_t_by_default(tmp_path):
 
 
 def test_the_v2_tier_is_paper_qwen_resized_and_its_replicate_pairs_with_it():
-    """paper-qwen-v2 differs from paper-qwen only in its name, description, new tokens and
-    the certificate's null tokens; its replicate has its settings and a subset of its prompts."""
+    """paper-qwen-v2 differs from paper-qwen only in its name, description, new tokens, the
+    certificate's null tokens and why its P is not blind (prediction.not_blind); its
+    replicate has its settings and a subset of its prompts."""
     old, new = (yaml.safe_load((STUDIES / f"{n}.yaml").read_text()) for n in ("paper-qwen", "paper-qwen-v2"))
     changed = {k for k in set(old) | set(new) if old.get(k) != new.get(k)}
-    assert changed == {"name", "description", "settings", "certificate"}
+    assert changed == {"name", "description", "settings", "certificate", "prediction"}
+    assert {k for k in old["prediction"] if old["prediction"][k] != new["prediction"][k]} == {"not_blind"}
     assert {k for k in old["settings"] if old["settings"][k] != new["settings"][k]} == {"max_new_tokens"}
     rep = yaml.safe_load((STUDIES / "paper-qwen-v2-replicate.yaml").read_text())
     assert rep["settings"] == new["settings"]

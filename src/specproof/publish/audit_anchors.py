@@ -380,6 +380,7 @@ def _rounds_replay_ids(dest: Path, runs: pd.DataFrame, rounds: pd.DataFrame) -> 
     _identity_error(path, rounds, rounds["k"] != rounds["drafted"].map(len), "k", rounds["drafted"].map(len),
                     "len(drafted)")
     ids = dict(zip(runs["run_id"], runs["ids"]))
+    greedy = set(runs.loc[runs["temperature"] == 0, "run_id"])
     for run_id, g in rounds.sort_values(["run_id", "round"]).groupby("run_id", sort=False):
         out, p = ids.get(run_id), 0
         if out is None:
@@ -389,6 +390,7 @@ def _rounds_replay_ids(dest: Path, runs: pd.DataFrame, rounds: pd.DataFrame) -> 
             if [int(x) for x in d[:n]] != [int(x) for x in out[p:p + n]]:
                 raise SpecproofError(f"{path}: row {i}, field drafted starts {_short(d[:n])}; the run's ids at "
                                      f"positions {p} to {p + n - 1} in runs.parquet are {_short(out[p:p + n])}")
+            _greedy_rejection(path, i, run_id in greedy, d, int(a), int(c), out, p)
             p += int(c)
     spec = runs[runs["path"] == "speculative"]
     drafting = rounds[rounds["k"] > 0]
@@ -396,6 +398,19 @@ def _rounds_replay_ids(dest: Path, runs: pd.DataFrame, rounds: pd.DataFrame) -> 
     bad = want.notna() & ~np.isclose(spec["mean_accepted"], want, rtol=1e-9, atol=0)
     _identity_error(dest / "runs.parquet", spec, bad, "mean_accepted", want,
                     "its rounds' mean accepted (rounds with k > 0) in rounds.parquet")
+
+
+def _greedy_rejection(path: Path, row, greedy: bool, drafted, accepted: int, committed: int, out, p: int) -> None:
+    """In a greedy round that rejected a draft and committed its correction (accepted <
+    len(drafted), committed > accepted), the correction differs from the rejected draft:
+    greedy verification accepts a draft exactly when it is the target's argmax, and the
+    correction is that argmax. A run whose ids were rewritten under its rounds breaks it."""
+    if not greedy or accepted >= len(drafted) or committed <= accepted or p + accepted >= len(out):
+        return
+    if int(drafted[accepted]) == int(out[p + accepted]):
+        raise SpecproofError(f"{path}: row {row}, field accepted is {accepted}, yet the rejected draft "
+                             f"{int(drafted[accepted])} is the token the greedy run committed in its place "
+                             "(a greedy round rejects only a draft that is not the target's argmax)")
 
 
 def _reference_identities(dest: Path, runs: pd.DataFrame, reference: pd.DataFrame) -> None:
