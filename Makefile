@@ -48,7 +48,7 @@ test-fast: install
 	$(PYTEST) -m "not models"
 
 # timed=1: the stages that time decoding (runs, micro, advise) never overlap.
-study: $(if $(filter paper-qwen%,$(STUDY)),qwen,install)
+study: $(if $(filter paper-qwen% paper-regimes%,$(STUDY)),qwen,install)
 	$(BIN)/snakemake --cores $(CORES) --resources timed=1 --rerun-incomplete study --config study=$(STUDY)
 
 # The target comes first: --resources takes several values and would swallow it.
