@@ -49,22 +49,19 @@ def _row(source, target, draft, path, config, mode, prompt_id, workload, ids, te
             "Q": ids == want["ids"], "first_divergence": first_divergence(ids, want["ids"])}
 
 
-def kept_by_config(runs: pd.DataFrame, reference: pd.DataFrame) -> pd.DataFrame:
+def kept_by_config(table: pd.DataFrame, runs: pd.DataFrame) -> pd.DataFrame:
     """Per greedy speculative configuration (pair, config) and workload ('all' and each):
     ``prompts`` it ran, ``Q_prompts`` the prompts on which every one of its runs' ids equal
-    the sealed reference's, ``H_prompts`` those on which every run's text equals it. A
-    speed is a lossless speed only where Q_prompts == prompts."""
-    ref = reference_lookup(reference)
-    greedy = runs[(runs["temperature"] == 0) & (runs["path"] == "speculative")]
-    if greedy.empty:
-        return pd.DataFrame(columns=["pair", "config", "workload", "prompts", "Q_prompts", "H_prompts"])
-    flags = greedy.assign(
-        Q=[[int(x) for x in r.ids] == ref[(r.target, r.prompt_id)]["ids"] for r in greedy.itertuples()],
-        H=[r.text == ref[(r.target, r.prompt_id)]["text"] for r in greedy.itertuples()])
-    per_prompt = flags.groupby(["pair", "config", "workload", "prompt_id"], sort=False)[["Q", "H"]].all().reset_index()
-    parts = [per_prompt.assign(workload="all"), per_prompt]
-    both = pd.concat(parts, ignore_index=True).groupby(["pair", "config", "workload"], sort=False)
-    return both.agg(prompts=("prompt_id", "size"), Q_prompts=("Q", "sum"), H_prompts=("H", "sum")).reset_index()
+    the sealed reference's, ``H_prompts`` those on which every run's text equals it, from
+    the agreement table's grid rows (``agreement_table``; the pair is the runs' for that
+    target and draft). A speed is a lossless speed only where Q_prompts == prompts."""
+    grid = table[(table["source"] == "grid") & (table["path"] == "speculative")]
+    pairs = runs[["target", "draft", "pair"]].drop_duplicates()
+    per_prompt = grid.merge(pairs, on=["target", "draft"]).groupby(
+        ["pair", "config", "workload", "prompt_id"], sort=False)[["Q", "H"]].all().reset_index()
+    both = pd.concat([per_prompt.assign(workload="all"), per_prompt], ignore_index=True)
+    return both.groupby(["pair", "config", "workload"], sort=False).agg(
+        prompts=("prompt_id", "size"), Q_prompts=("Q", "sum"), H_prompts=("H", "sum")).reset_index()
 
 
 def no_change_counts(table: pd.DataFrame, live: list[dict]) -> dict[tuple[str, str], dict]:

@@ -97,7 +97,7 @@ def analyze(d: Path) -> StudyAnalysis:
         calibration_table=read_parquet(d / "calibration.parquet"),
         loop_costs=loop_costs(runs, rounds, micro), advise_gap=gap,
         category_speedups=category_speedups(costs, prompt_categories(d), seed, method),
-        interval_method=method, change_rate=change_rate(qual, reference), kept=kept_by_config(runs, reference),
+        interval_method=method, change_rate=change_rate(qual, reference), kept=kept_by_config(agree, runs),
         **clock_boundary(runs, seed, method))
 
 

@@ -641,14 +641,13 @@ def check_every_set_listed(manifests: Path, cfg: dict, config: Path) -> None:
     """The paper's config must be the committed one where it is tracked, and must name
     every frozen record set under ``manifests``, in ``studies``, ``retired`` or
     ``pending`` (with why): a set left out of the paper is said so, not silently."""
-    from .manifests import frozen_sets
+    from .manifests import all_frozen_sets
     committed = committed_sha256(config.parent, config.name)
     if committed is not None and committed != sha256_file(config):
         raise SpecproofError(f"{config}: differs from the committed one (git show HEAD:{config}): it decides "
                              "which record sets the paper reads")
     named = set(cfg["studies"]) | {e["set"] for field in UNREAD_SETS for e in cfg.get(field) or []}
-    studies = sorted(d.name for d in Path(manifests).iterdir() if d.is_dir()) if Path(manifests).is_dir() else []
-    for set_id in (s for study in studies for s in frozen_sets(manifests, study)):
+    for set_id in all_frozen_sets(manifests):
         if set_id not in named:
             raise SpecproofError(f"{config}: field studies: frozen record set {set_id} is neither listed, "
                                  "retired nor pending (add it to studies, or to retired or pending with why)")

@@ -143,10 +143,7 @@ def freeze(study: str, results: Path, manifests: Path, force: bool = False,
     if manifest_path.exists():
         if (dest / "history").is_dir():
             shutil.copytree(dest / "history", tmp / "history")
-        old = read_json(manifest_path)
-        stamp = str(old.get("created", "unknown")).replace(":", "").replace("+", "Z")
-        (tmp / "history").mkdir(exist_ok=True)
-        shutil.copy2(manifest_path, tmp / "history" / f"manifest-{stamp}.json")
+        _keep_in_history(manifest_path, tmp / "history")
     write_json({"study": study, "machine": machine, "format": fmt,
                 "created": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
                 "files": files, "provenance_sha256": files["provenance.json"]["sha256"],
@@ -159,6 +156,13 @@ def freeze(study: str, results: Path, manifests: Path, force: bool = False,
     else:
         tmp.rename(dest)
     return manifest_path
+
+
+def _keep_in_history(manifest_path: Path, history: Path) -> None:
+    """Copy a manifest into ``history`` as manifest-<its created stamp>.json."""
+    stamp = str(read_json(manifest_path).get("created", "unknown")).replace(":", "").replace("+", "Z")
+    history.mkdir(exist_ok=True)
+    shutil.copy2(manifest_path, history / f"manifest-{stamp}.json")
 
 
 def relabel(study: str, manifests: Path, old: str, new: str) -> Path:
@@ -177,9 +181,7 @@ def relabel(study: str, manifests: Path, old: str, new: str) -> Path:
     if clash:
         raise SpecproofError(clash)
     manifest = verify_hashes(manifests, f"{study}@{old}")
-    stamp = str(manifest.get("created", "unknown")).replace(":", "").replace("+", "Z")
-    (src / "history").mkdir(exist_ok=True)
-    shutil.copy2(src / "manifest.json", src / "history" / f"manifest-{stamp}.json")
+    _keep_in_history(src / "manifest.json", src / "history")
     write_json({**manifest, "machine": new, "relabelled_from": old,
                 "relabelled": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")},
                src / "manifest.json")
