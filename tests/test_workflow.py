@@ -2,6 +2,7 @@
 is an input of the stages that read it and editing a K replans exactly those; each
 stage runs from its declared inputs alone; an interrupted study reruns only unfinished
 jobs; a greedy-only study runs to a report; a bad study stops planning in one line."""
+import json
 import os
 import re
 import shutil
@@ -228,3 +229,16 @@ def test_no_rule_touches_a_reserved_prompt_before_the_predictions_are_sealed(tmp
     plan = job_blocks(snakemake(tmp_path, "-n", "-p", "--forceall", "--", "study"))
     for job in (j for j in plan if j["rule"] in touching):
         assert any(f.endswith("/prediction_seal.json") for f in job["input"]), job["rule"]
+
+
+def test_verify_paths_run_on_the_qualified_targets_only(study):
+    """tiny-mock names mock-b in qualification.targets: the batch-invariance probe, the
+    sealed predictions and the qualification hold mock-b's rows and no mock-a row, and
+    the study still runs to its report."""
+    d = study / "results" / "tiny-mock"
+    assert sorted(p.name for p in (d / "jobs" / "qualification").iterdir()) == ["mock-b"]
+    assert set(pd.read_parquet(d / "qualification.parquet")["target"]) == {"mock-b"}
+    assert set(pd.read_parquet(d / "batch_invariance.parquet")["target"]) == {"mock-b"}
+    predictions = json.loads((d / "predictions.json").read_text())
+    assert {p["target"] for p in predictions["paths"]} == {"mock-b"}
+    assert (d / "report.pdf").is_file()

@@ -62,6 +62,16 @@ def test_higher_acceptance_means_a_shorter_grid_and_no_sampled_runs_no_scoring()
     assert P._pit(p) == 0
 
 
+def test_the_verify_paths_are_counted_on_the_qualified_targets_only():
+    """tiny-mock qualifies mock-b only: batch_invariance, predict and qualification cost
+    what they cost for a study of mock-b's pair alone, less than for both targets."""
+    p, every, alone = _plan(), _plan(), _plan()
+    del every.study.data["qualification"]["targets"]
+    alone.study.data["pairs"] = [q for q in alone.study.data["pairs"] if q["target"] == "mock-b"]
+    for stage in (P._batch_invariance, P._predict, P._qualification):
+        assert stage(p) == pytest.approx(stage(alone)) and stage(p) < stage(every), stage.__name__
+
+
 def test_every_stage_is_estimated_in_run_order():
     p = _plan()
     rows = [r for r in P.estimate(p) if r["stage"] != "calibration"]

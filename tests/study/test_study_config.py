@@ -50,6 +50,19 @@ def test_unknown_pair_target(tmp_path):
         load_study(write(tmp_path, data))
 
 
+def test_qualified_targets_default_to_all_and_must_be_paired(tmp_path):
+    data = base()
+    data.setdefault("qualification", {}).pop("targets", None)
+    study = load_study(write(tmp_path, data))
+    assert study.qualified_targets == study.target_names
+    last = study.target_names[-1]
+    data["qualification"]["targets"] = [last]
+    assert load_study(write(tmp_path, data)).qualified_targets == [last]
+    data["qualification"]["targets"] = [last, "missing"]
+    with pytest.raises(ConfigError, match="qualification.targets.1: 'missing' is not the target of any pair"):
+        load_study(write(tmp_path, data))
+
+
 def test_bad_backend_and_unknown_field(tmp_path):
     data = base()
     data["targets"]["hf-fp32"]["backend"] = "onnx"

@@ -156,18 +156,19 @@ def _micro(p: Plan) -> float:
 
 
 def _batch_invariance(p: Plan) -> float:
-    """K = 4: one call of 5 positions and 5 single ones after a prefill, per discovery prompt."""
+    """K = 4: one call of 5 positions and 5 single ones after a prefill, per discovery prompt
+    and qualified target."""
     return sum(p.loads_ms([t]) + sum(p.targets[t].prefill(p.length(t, r)) + p.targets[t].v(5)
                                      + 5 * p.targets[t].step for r in p.discovery)
-               for t in p.study.target_names)
+               for t in p.study.qualified_targets)
 
 
 def _predict(p: Plan) -> float:
-    """Per target: both predictors and both verify paths' live runs on each discovery
+    """Per qualified target: both predictors and both verify paths' live runs on each discovery
     prompt; both predictors on each reserved prompt (an upper bound: only the chosen run)."""
     k = p.study.section("qualification", k=4)["k"]
     ms = 0.0
-    for t in p.study.target_names:
+    for t in p.study.qualified_targets:
         c, d = p.targets[t], qualification_draft(p.study, t)
         ub1 = lambda r: (p.length(t, r) + p.n) * c.step  # noqa: E731
         shape = lambda r: c.prefill(p.length(t, r)) + p.n * c.v(k + 1)  # noqa: E731
@@ -216,7 +217,7 @@ def _pit(p: Plan) -> float:
 def _qualification(p: Plan) -> float:
     cfg = p.study.section("qualification", repetitions=2, k=4)
     ms = 0.0
-    for t in p.study.target_names:
+    for t in p.study.qualified_targets:
         d = qualification_draft(p.study, t)
         ms += p.loads_ms([t], [d]) + cfg["repetitions"] * sum(
             p.spec(t, d, r, cfg["k"], mode) for r in p.reserved for mode in ("batched", "serialized"))
@@ -272,11 +273,11 @@ def _calibration(p: Plan) -> float:
 ESTIMATES = {
     "reference": (_reference, "target-only run of every prompt, per target"),
     "micro": (_micro, "v(B) per target, draft steps"),
-    "batch_invariance": (_batch_invariance, "K = 4 block per discovery prompt, per target"),
+    "batch_invariance": (_batch_invariance, "K = 4 block per discovery prompt, per qualified target"),
     "predict": (_predict, "predictors and live paths on discovery, predictors on reserved prompts"),
     "runs": (_runs, "the timed grid: target-only brackets and speculative runs"),
     "advise": (_advise, "verify curve, probe on discovery prompts for probe_seconds, check on reserved prompts"),
-    "qualification": (_qualification, "both verify paths per reserved prompt and repetition"),
+    "qualification": (_qualification, "both verify paths per reserved prompt and repetition, per qualified target"),
     "pit": (_pit, "sampled runs re-scored one position a call"),
     "calibration": (_calibration, "the certificate's simulations (no model)"),
 }

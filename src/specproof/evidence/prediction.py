@@ -47,9 +47,9 @@ def seal_predictions(study: Study, discovery: list[dict], reserved: list[dict],
     # one tick per decode: each predictor on each discovery prompt, each path's live run on
     # each, and at most every predictor on each reserved prompt (fewer ticks when fewer chosen)
     per_target = len(discovery) * (len(PREDICTORS) + len(VERIFY_MODES)) + len(reserved) * len(PREDICTORS)
-    bar = tqdm(total=per_target * len(study.target_names), desc="predict", unit="decode")
+    bar = tqdm(total=per_target * len(study.qualified_targets), desc="predict", unit="decode")
     tick = lambda x: (bar.update(1), x)[1]  # noqa: E731
-    for tname, target in pool.each_target(study.target_names):
+    for tname, target in pool.each_target(study.qualified_targets):
         done = bar.n
         dname = qualification_draft(study, tname)
         cand = {(p, rec["id"]): tick(predict_greedy(target, prompt_ids(target, rec), n, p, k))

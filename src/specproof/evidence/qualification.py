@@ -31,7 +31,7 @@ def probe_batch_invariance(study: Study, prompt_set: list[dict], reference: pd.D
                            out: Path, k: int = 4) -> None:
     pool, rows = ModelPool(study), []
     ref = reference_lookup(reference)
-    for tname, target in pool.each_target(study.target_names):
+    for tname, target in pool.each_target(study.qualified_targets):
         spec = study.target_spec(tname)
         for rec in prompt_set:
             ids = prompt_ids(target, rec)
@@ -58,10 +58,10 @@ def run_qualification(study: Study, prompt_set: list[dict], reference: pd.DataFr
     cfg = study.section("qualification", repetitions=2, k=4)
     ref = reference_lookup(reference)
     pool, rows = ModelPool(study), []
-    n = len(study.target_names) * len(prompt_set) * 2 * cfg["repetitions"]
+    n = len(study.qualified_targets) * len(prompt_set) * 2 * cfg["repetitions"]
     bar = tqdm(total=n, desc="qualification", unit="run")
     settings = DecodeSettings(study.settings["max_new_tokens"], 0.0, study.settings["seed"])
-    for tname, target in pool.each_target(study.target_names):
+    for tname, target in pool.each_target(study.qualified_targets):
         dname = qualification_draft(study, tname)
         for rep in range(cfg["repetitions"]):
             for rec in prompt_set:

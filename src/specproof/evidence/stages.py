@@ -210,6 +210,8 @@ SEEDED: dict[str, Callable[[int, Path], None]] = {"level1": stage_level1, "level
 # files the analysis reads (same names, same rows, same order as one whole-study job).
 JOBS: dict[str, str] = {"reference": "target", "runs": "pair", "micro": "target",
                         "qualification": "target"}
+# stages that run on the study's qualified targets only (``Study.qualified_targets``)
+QUALIFIED_STAGES = ("batch_invariance", "predict", "qualification")
 
 
 def job_dir(d: Path, stage: str, part: str) -> Path:
@@ -218,8 +220,11 @@ def job_dir(d: Path, stage: str, part: str) -> Path:
 
 
 def job_parts(study: Study, stage: str) -> list[str]:
-    """The jobs of a split stage, in the order the whole-study stage would run them."""
-    return [p["name"] for p in study.pairs] if JOBS[stage] == "pair" else study.target_names
+    """The jobs of a split stage, in the order the whole-study stage would run them: one
+    per pair, or per target (per qualified target for ``QUALIFIED_STAGES``)."""
+    if JOBS[stage] == "pair":
+        return [p["name"] for p in study.pairs]
+    return study.qualified_targets if stage in QUALIFIED_STAGES else study.target_names
 
 
 def _concat(study: Study, d: Path, stage: str, name: str) -> pd.DataFrame:

@@ -118,6 +118,15 @@ class Study:
     def target_names(self) -> list[str]:
         return list(dict.fromkeys(p["target"] for p in self.data["pairs"]))
 
+    @property
+    def qualified_targets(self) -> list[str]:
+        """The targets whose two verify paths are probed, predicted and qualified (stages
+        batch_invariance, predict, qualification): ``qualification.targets`` in study
+        order, every target by default. A study of one network stored several ways names
+        one of them: the paths' arithmetic is the question there, not each file's."""
+        named = self.section("qualification").get("targets")
+        return [t for t in self.target_names if named is None or t in named]
+
     def restricted(self, *, pair: str | None = None, target: str | None = None) -> "Study":
         """The same study limited to one pair (by its name, ``<target>+<draft>``) or to the
         pairs of one target: one resumable job's share of a stage. Name, path, seed and
@@ -222,6 +231,11 @@ def load_study(name_or_path: str | Path, studies: Path | None = None) -> Study:
             raise ConfigError(f"{path}: field pairs.{i}.target: unknown target {pair['target']!r}")
         if pair["draft"] not in data.get("drafts", {}):
             raise ConfigError(f"{path}: field pairs.{i}.draft: unknown draft {pair['draft']!r}")
+    paired = {p["target"] for p in data["pairs"]}
+    for i, name in enumerate(data.get("qualification", {}).get("targets", [])):
+        if name not in paired:
+            raise ConfigError(f"{path}: field qualification.targets.{i}: {name!r} is not the target "
+                              f"of any pair (targets: {', '.join(sorted(paired))})")
     names = {f"{p['target']}+{p['draft']}" for p in data["pairs"]}
     for i, block in enumerate(data["grid"]):
         for name in block.get("pairs", []):
