@@ -140,3 +140,25 @@ def config_costs(costs: pd.DataFrame, rounds: pd.DataFrame, micro: pd.DataFrame)
     out = pd.DataFrame(rows)
     out["realized_over_model"] = out["S_measured"] / out["S_model"]
     return out
+
+
+def micro_medians(micro: pd.DataFrame, level: float = 0.95) -> pd.DataFrame:
+    """Per micro-benchmark row (role, name, B), in B order: the number of timed samples n,
+    their median in ms and a distribution-free ``level`` interval for the median (the
+    binomial order-statistic interval, ``scipy.stats.quantile_test`` at p = 0.5; NaN where
+    n is too small to reach ``level``), and, for a target's B > 1, whether the median fell
+    below v(B - 1)'s (``dip``) and whether the two intervals are then disjoint
+    (``dip_resolved``: the kernels, not sampling noise)."""
+    from scipy.stats import quantile_test
+    out = []
+    for r in micro.sort_values(["role", "name", "B"], kind="stable").itertuples():
+        samples = np.asarray(r.samples_ms, dtype=float)
+        med = float(np.median(samples))
+        ci = quantile_test(samples, q=med, p=0.5).confidence_interval(level)
+        out.append({"role": r.role, "name": r.name, "B": int(r.B), "n": int(samples.size),
+                    "median_ms": med, "ci_low": float(ci.low), "ci_high": float(ci.high)})
+    df = pd.DataFrame(out)
+    prev = df.groupby(["role", "name"])[["median_ms", "ci_low"]].shift(1)
+    df["dip"] = (df["role"] == "target") & (df["median_ms"] < prev["median_ms"])
+    df["dip_resolved"] = df["dip"] & (df["ci_high"] < prev["ci_low"])
+    return df

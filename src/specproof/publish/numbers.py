@@ -24,6 +24,7 @@ import math
 from ..analysis.analyze import (MIN_QUALIFICATION_RUNS, StudyAnalysis, batch_invariance_summary,
                                 qualification_summary, target_only_speed)
 from ..analysis.agreement import no_change_counts
+from ..analysis.costs import micro_medians
 from ..analysis.statistics import simulated_coverage, tied_with_best
 from ..evidence.pit import CHI2_BINS
 from ..records import json_scalar
@@ -134,6 +135,7 @@ def study_numbers(a: StudyAnalysis, manifest_sha256: str | None, prefix: str | N
     best_numbers(a, rows, judge)
     coverage_numbers(a, rows)
     machine_speed_numbers(a, rows)
+    micro_numbers(a, rows)
     cost_numbers(a, rows)
     loop_numbers(a, rows)
     advise_gap_numbers(a, rows)
@@ -447,6 +449,27 @@ def machine_speed_numbers(a: StudyAnalysis, rows: Rows) -> None:
         put("v1_ms", r.v1_ms, "ms", "micro.parquet")
         if r.name in speed:
             put("v1_over_run_step", r.v1_ms * speed[r.name] / 1000, "x", "micro.parquet, runs.parquet")
+
+
+def micro_numbers(a: StudyAnalysis, rows: Rows) -> None:
+    """'micro.<role>.<name>.*' from ``costs.micro_medians``: the fewest timed samples of
+    any call size; for a target the call sizes whose median fell below the next smaller
+    size's (``dips``), those whose intervals are disjoint there (``dips_resolved``: the
+    kernels, not noise) and the widest interval's half-width over its median (null when
+    too few samples give an interval); for a draft its step's median and interval, ms."""
+    level = _default("two_stage_ci", "level")
+    for (role, name), g in micro_medians(a.micro, level).groupby(["role", "name"], sort=False):
+        put = rows.at("micro", role=role, name=name)
+        put("samples", int(g["n"].min()), "samples", "micro.parquet")
+        if role == "target":
+            put("dips", int(g["dip"].sum()), "call sizes", "micro.parquet")
+            put("dips_resolved", int(g["dip_resolved"].sum()), "call sizes", "micro.parquet")
+            put("ci_halfwidth_max", float(((g["ci_high"] - g["ci_low"]) / 2 / g["median_ms"]).max(skipna=False)),
+                "of the median", "micro.parquet")
+        else:
+            step = g.iloc[0]
+            for metric in ("median_ms", "ci_low", "ci_high"):
+                put(metric, float(step[metric]), "ms", "micro.parquet")
 
 
 def cost_numbers(a: StudyAnalysis, rows: Rows) -> None:
