@@ -352,3 +352,23 @@ def test_the_audit_recomputes_a_confirmed_row_from_the_confirmation_and_the_chec
     assert out["realized_speedup"] == pytest.approx(1.0) and not out["enable"]
     assert out["loop_predicted_speedup"] == predict_loop(micro, rounds, 4, future_prompts=2)["predicted_speedup"]
     assert (out["confirm_prompts"], out["future_prompts"]) == (3, 2)
+
+
+def test_the_audit_recomputes_a_loop_row_that_carries_the_confirmation_columns():
+    """The stage writes loop_predicted_speedup and confirm_prompts 0 on a row whose
+    confirmation did not run; recomputing it gives the loop model's own numbers."""
+    import pandas as pd
+    from specproof.analysis.summaries import recompute_advise
+    from specproof.evidence.advise import predict_loop
+    micro, rounds = probe_records(noise=0.1, prompts=range(4))
+    check = paired_records([1.0, 1.0], phase="check")
+    summary = pd.DataFrame([{"pair": "p", "k": 0, "predicted_speedup": 0.0, "realized_speedup": 0.0,
+                             "enable": True, "draft_to_target_ratio": 0.0, "model": "loop",
+                             "predicted_low": 0.0, "predicted_high": 0.0, "micro_predicted_speedup": 0.0,
+                             "interval_unit": "prompts", "probe_prompts": 0, "future_prompts": 0,
+                             "loop_predicted_speedup": 0.0, "confirm_prompts": 5}])
+    tag = lambda df: df.assign(pair="p")  # noqa: E731
+    out = recompute_advise(summary, tag(micro), tag(rounds), tag(check)).iloc[0]
+    loop = predict_loop(micro, rounds, 4, unit="prompts", future_prompts=2)
+    assert out["predicted_speedup"] == out["loop_predicted_speedup"] == loop["predicted_speedup"]
+    assert (out["confirm_prompts"], out["model"]) == (0, "loop")

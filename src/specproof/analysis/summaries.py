@@ -145,9 +145,11 @@ def recompute_advise(summary: pd.DataFrame, micro: pd.DataFrame, rounds: pd.Data
 def advise_prediction(row: dict, micro: pd.DataFrame, rounds: pd.DataFrame, confirm: pd.DataFrame,
                       check: pd.DataFrame) -> tuple[dict, dict]:
     """One pair's advice as its ``model`` says it was made, and the summary columns that
-    go with it: 'confirmed', ``with_confirmation`` of ``predict_loop`` over ``confirm``;
-    'loop', ``predict_loop`` with its interval and the micro-benchmark model's prediction
-    at its K; a row written before the loop model, ``predict``."""
+    go with it: 'confirmed' or 'loop', ``with_confirmation`` of ``predict_loop`` over
+    ``confirm`` (empty for 'loop', so the loop's own prediction stands, with
+    ``loop_predicted_speedup`` and ``confirm_prompts`` 0 as the stage writes them), its
+    interval and the micro-benchmark model's prediction at its K; a row written before
+    the loop model, ``predict``."""
     k_max = int(rounds["k_max"].iloc[0])
     micro_model = predict(micro, rounds, k_max)
     made = "confirmed" if len(confirm) else "loop" if "predicted_low" in row else None
@@ -157,9 +159,8 @@ def advise_prediction(row: dict, micro: pd.DataFrame, rounds: pd.DataFrame, conf
     if made is None:  # written before the loop model
         return micro_model, {}
     interval = _interval_of(row, check)
-    res = predict_loop(micro, rounds, k_max, **interval)
-    if row["model"] == "confirmed":
-        res = with_confirmation(res, confirm, interval.get("future_prompts"))
+    res = with_confirmation(predict_loop(micro, rounds, k_max, **interval), confirm,
+                            interval.get("future_prompts"))
     extra = {"predicted_low": res["predicted_low"], "predicted_high": res["predicted_high"],
              "micro_predicted_speedup": micro_model["table"][res["k"] - 1]["predicted_speedup"]}
     columns = [c for c in ("interval_unit", "probe_prompts", "future_prompts", "loop_predicted_speedup",
