@@ -18,7 +18,7 @@ include: "workflow/rules/common.smk"
 # where snakemake runs, not as cluster jobs
 localrules:
     all, study, models, prompts, reference, runs, micro, qualification, analyze, figures,
-    machines_figure, numbers, drift, study_numbers, study_report, paper, audit,
+    machines_figure, break_even_figure, numbers, drift, study_numbers, study_report, paper, audit,
 
 
 include: "workflow/rules/setup.smk"

@@ -385,11 +385,21 @@ def cmd_machines_figure(a) -> int:
     return 0
 
 
+def cmd_break_even_figure(a) -> int:
+    from .limits import output_dir
+    from .publish.figures import break_even_figure
+    if len(a.sets) != len(a.records):
+        raise SpecproofError("--records: give one record directory per --sets entry")
+    break_even_figure(dict(zip(a.sets, map(Path, a.records))), output_dir(a.out, "--out"))
+    print(f"{a.out}: written")
+    return 0
+
+
 def cmd_numbers(a) -> int:
     from .limits import output_file
     from .publish.paper import build_numbers
     config = {"studies": a.studies, "study": a.head, "paper": {"title": a.title},
-              "replicates": [{"set": r, "of": of} for r, of in a.replicate]}
+              "replicates": [{"set": r, "of": of} for r, of in a.replicate], "break_even": a.break_even}
     out = output_file(a.out, "--out")
     n = build_numbers(config, Path(a.manifests), Path(a.results), out, Path(a.benchmarks), Path(a.cited))
     print(f"{a.out}: {len(n)} numbers")
@@ -401,13 +411,15 @@ def cmd_paper(a) -> int:
     from .publish.paper import compile_paper, failed_claims
     if a.list_claims:
         failed = failed_claims(Path(a.source), numbers=Path(a.numbers), figures=Path(a.figures),
-                               machine_figures=Path(a.machine_figures), cited=Path(a.cited))
+                               machine_figures=Path(a.machine_figures), cited=Path(a.cited),
+                               map_figures=a.map_figures and Path(a.map_figures))
         for what in failed:
             print(f"{a.source}: claim not supported by {a.numbers}: {what}")
         print(f"{a.source}: {len(failed)} claim(s) not supported", file=sys.stderr)
         return 2 if failed else 0
     compile_paper(Path(a.source), output_file(a.out, "--out"), numbers=Path(a.numbers),
-                  figures=Path(a.figures), machine_figures=Path(a.machine_figures), cited=Path(a.cited))
+                  figures=Path(a.figures), machine_figures=Path(a.machine_figures), cited=Path(a.cited),
+                  map_figures=a.map_figures and Path(a.map_figures))
     print(f"{a.out}: written")
     return 0
 
@@ -436,7 +448,8 @@ def cmd_audit(a) -> int:
         raise ConfigError("--paper-pdf: name the figures it was built with (--figures figures/<set>)")
     pdf = None if a.paper_pdf is None else {
         "pdf": Path(a.paper_pdf), "source": Path(a.paper_source), "numbers": Path(a.numbers),
-        "figures": Path(a.figures), "machine_figures": Path(a.machine_figures), "cited": Path(a.cited)}
+        "figures": Path(a.figures), "machine_figures": Path(a.machine_figures), "cited": Path(a.cited),
+        "map_figures": a.map_figures and Path(a.map_figures)}
     seeds = None if a.seeds is None else Path(a.seeds)
     for line in audit(studies, Path(a.manifests), Path(a.numbers), Path(a.benchmarks), config=Path(a.config),
                       cited=Path(a.cited), seeds=seeds, pdf=pdf):
@@ -587,6 +600,16 @@ def _machines_figure_parser(sub) -> argparse.ArgumentParser:
     return mf
 
 
+def _break_even_figure_parser(sub) -> argparse.ArgumentParser:
+    be = _command(sub, "break-even-figure", cmd_break_even_figure,
+                  "draw where the cost model breaks even, with every mapped configuration of these sets")
+    be.add_argument("--sets", nargs="+", required=True,
+                    help="record sets, <study>@<machine>; the first one's acceptance draws the contours")
+    be.add_argument("--records", nargs="+", required=True, help="their record directories, in order")
+    be.add_argument("--out", required=True, help="the figure's directory (break_even.pdf, break_even.png)")
+    return be
+
+
 def _numbers_parser(sub) -> argparse.ArgumentParser:
     n = _command(sub, "numbers", cmd_numbers, "compute paper/build/numbers.json from study records")
     n.add_argument("--studies", nargs="+", required=True, help="the record sets the paper cites")
@@ -594,6 +617,9 @@ def _numbers_parser(sub) -> argparse.ArgumentParser:
     n.add_argument("--title", default="specproof", help="the paper's title")
     n.add_argument("--replicate", nargs=2, action="append", default=[], metavar=("SET", "OF"),
                    help="SET reran the blocks of OF at another time (both in --studies); repeatable")
+    n.add_argument("--break-even", action="append", default=[], metavar="SET",
+                   help="a record set of the break-even map (row paper.break_even), from config.yaml "
+                        "break_even; repeatable, the first one's acceptance draws the contours")
     n.add_argument("--manifests", default="manifests", help="frozen record sets")
     n.add_argument("--results", default="results", help="this machine's study results")
     n.add_argument("--benchmarks", default="benchmarks/results",
@@ -611,6 +637,8 @@ def _paper_parser(sub) -> argparse.ArgumentParser:
     pp.add_argument("--figures", required=True, help="figures/<set>")
     pp.add_argument("--machine-figures", default="figures/machines",
                     help="the figure comparing machines (used when numbers.json compares two or more)")
+    pp.add_argument("--map-figures", default=None,
+                    help="the break-even map's directory (break-even-figure --out; default: --figures)")
     pp.add_argument("--cited", default="paper/cited.yaml",
                     help="the figures of other work and the benchmark goals the text cites")
     pp.add_argument("--out", default="paper/paper.pdf", help="the PDF")
@@ -650,6 +678,7 @@ def _audit_parser(sub) -> argparse.ArgumentParser:
     au.add_argument("--paper-source", default="paper/paper.typ", help="the Typst source of --paper-pdf")
     au.add_argument("--figures", default=None, help="figures/<set> of --paper-pdf")
     au.add_argument("--machine-figures", default="figures/machines", help="the machines figure of --paper-pdf")
+    au.add_argument("--map-figures", default=None, help="the break-even map of --paper-pdf (default: --figures)")
     return au
 
 
@@ -664,6 +693,7 @@ def _drift_parser(sub) -> argparse.ArgumentParser:
 
 # in the order ``specproof --help`` lists them
 SUBCOMMANDS = (_decode_parser, _advise_parser, _plan_parser, _stage_parser, _figures_parser, _machines_figure_parser,
+               _break_even_figure_parser,
                _numbers_parser, _paper_parser, _freeze_parser, _audit_parser, _drift_parser)
 
 

@@ -16,7 +16,7 @@ def _pdf_args(pdf: Path) -> dict:
     head = read_json(ROOT / "paper" / "build" / "numbers.json")["paper.study"]["value"]
     return {"pdf": pdf, "source": ROOT / "paper" / "paper.typ", "numbers": ROOT / "paper" / "build" / "numbers.json",
             "figures": ROOT / "figures" / head, "machine_figures": ROOT / "figures" / "machines",
-            "cited": ROOT / "paper" / "cited.yaml"}
+            "map_figures": ROOT / "figures" / "break_even", "cited": ROOT / "paper" / "cited.yaml"}
 
 
 def test_the_committed_paper_is_its_own_rebuild_and_a_changed_byte_is_not(tmp_path):

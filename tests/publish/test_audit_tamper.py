@@ -641,7 +641,7 @@ def test_a_number_row_of_no_audited_set_fails_the_audit(copy, capsys, cached):
 
 
 @pytest.mark.parametrize("metric,value", [("title", "Speculative decoding pays 2x"), ("study", "cpu-smollm2@epyc-avx2"),
-                                          ("frozen", False)])
+                                          ("frozen", False), ("break_even", ["cpu-smollm2@epyc-avx2"])])
 def test_a_changed_paper_row_fails_the_audit(copy, cached, metric, value):
     """a11: paper.* rows are recomputed from the config the audit is given."""
     import yaml
@@ -650,10 +650,11 @@ def test_a_changed_paper_row_fails_the_audit(copy, cached, metric, value):
     from specproof.publish.manifests import audit
     config = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())
     config["studies"], config["replicates"], config["retired"], config["pending"] = [SET], [], [], []
+    config["break_even"] = [SET]
     (copy / "config.yaml").write_text(yaml.safe_dump(config))
     numbers = read_json(copy / "numbers.json")
     rows, note = paper_numbers([SET], copy / "manifests", copy / "config.yaml")
-    assert note is None and set(rows) == {"paper.title", "paper.study", "paper.frozen"}
+    assert note is None and set(rows) == {"paper.title", "paper.study", "paper.frozen", "paper.break_even"}
     write_json({**numbers, **rows}, copy / "numbers.json")
     audit([SET], copy / "manifests", copy / "numbers.json", ROOT / "benchmarks" / "results", copy / "config.yaml",
           cited=ROOT / "paper" / "cited.yaml")

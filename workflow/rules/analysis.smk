@@ -57,6 +57,27 @@ rule machines_figure:
         "specproof machines-figure --sets {params.sets:q} --records {params.records:q} --out {params.out:q} > {log:q} 2>&1"
 
 
+rule break_even_figure:
+    input:
+        lambda w: [f for s in break_even_sets() for f in record_files(s)],
+    output:
+        f"{FIGURES}/break_even/break_even.pdf",
+        report(f"{FIGURES}/break_even/break_even.png", caption="../report/break_even.rst", category="Break-even"),
+    log:
+        f"{FIGURES}/break_even/figures.log",
+    conda:
+        ENV
+    threads: 1
+    resources:
+        mem_mb=2000,
+    params:
+        sets=break_even_sets(),
+        records=[records(s) for s in break_even_sets()],
+        out=lambda w, output: str(Path(output[0]).parent),
+    shell:
+        "specproof break-even-figure --sets {params.sets:q} --records {params.records:q} --out {params.out:q} > {log:q} 2>&1"
+
+
 rule numbers:
     input:
         all_study_records,
@@ -78,10 +99,11 @@ rule numbers:
         title=config.get("paper", {}).get("title", "specproof"),
         replicates="".join(f" --replicate {shlex.quote(e['set'])} {shlex.quote(e['of'])}"
                            for e in config.get("replicates", [])),
+        break_even="".join(f" --break-even {shlex.quote(s)}" for s in break_even_sets()),
         manifests=MANIFESTS,
         results=RESULTS,
         benchmarks=BENCHMARKS,
     shell:
-        "specproof numbers --studies {params.studies:q} --head {params.head:q} --title {params.title:q}{params.replicates} "
+        "specproof numbers --studies {params.studies:q} --head {params.head:q} --title {params.title:q}{params.replicates}{params.break_even} "
         "--manifests {params.manifests:q} --results {params.results:q} --benchmarks {params.benchmarks:q} "
         "--cited {input.cited:q} --out {output:q} > {log:q} 2>&1"

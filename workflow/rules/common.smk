@@ -63,6 +63,21 @@ def head_machines():
     return compared_sets(config["studies"])
 
 
+def break_even_sets():
+    """The record sets the break-even map places (config ``break_even``), each one a listed
+    study; none draws no map."""
+    sets = config.get("break_even") or []
+    for i, s in enumerate(sets):
+        if s not in config["studies"]:
+            fail(f"config/config.yaml: field break_even.{i}: {s!r} is not in studies")
+    return sets
+
+
+def break_even_png():
+    """The break-even map the paper and the audit read, or nothing when none is drawn."""
+    return [f"{FIGURES}/break_even/break_even.png"] if break_even_sets() else []
+
+
 def benchmark_tables(wildcards=None):
     """The benchmark tables the paper cites (written by benchmarks/*.py, never by a rule)."""
     return sorted(str(p) for p in Path(BENCHMARKS).glob("*.json")) + sorted(

@@ -9,6 +9,7 @@ rule audit:
         numbers=f"{PAPER}/build/numbers.json",
         figures=expand(f"{FIGURES}/{{set}}/{{name}}.png", set=head_study(), name=FIGURE_NAMES),
         machines=f"{FIGURES}/machines/verify_cost_machines.png" if len(head_machines()) > 1 else [],
+        breakeven=break_even_png(),
     log:
         f"{PAPER}/build/audit.log",
     conda:
@@ -22,11 +23,12 @@ rule audit:
         benchmarks=BENCHMARKS,
         figures=lambda w, input: str(Path(input.figures[0]).parent),
         machines=lambda w, input: str(Path(input.machines if input.machines else input.figures[0]).parent),
+        breakeven=lambda w, input: str(Path(input.breakeven if input.breakeven else input.figures[0]).parent),
     shell:
         "specproof audit --studies {params.studies:q} --manifests {params.manifests:q} "
         "--numbers {input.numbers:q} --benchmarks {params.benchmarks:q} --cited {input.cited:q} "
         "--config {input.config:q} --paper-pdf {input.pdf:q} --paper-source {input.source:q} --figures {params.figures:q} "
-        "--machine-figures {params.machines:q} 2>&1 | tee {log:q}"
+        "--machine-figures {params.machines:q} --map-figures {params.breakeven:q} 2>&1 | tee {log:q}"
 
 
 rule drift:

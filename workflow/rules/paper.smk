@@ -7,6 +7,7 @@ rule paper:
         numbers=f"{PAPER}/build/numbers.json",
         figures=expand(f"{FIGURES}/{{set}}/{{name}}.png", set=head_study(), name=FIGURE_NAMES),
         machines=f"{FIGURES}/machines/verify_cost_machines.png" if len(head_machines()) > 1 else [],
+        breakeven=break_even_png(),
     output:
         f"{PAPER}/paper.pdf",
     log:
@@ -21,6 +22,7 @@ rule paper:
     params:
         figures=lambda w, input: str(Path(input.figures[0]).parent),
         machines=lambda w, input: str(Path(input.machines if input.machines else input.figures[0]).parent),
+        breakeven=lambda w, input: str(Path(input.breakeven if input.breakeven else input.figures[0]).parent),
     shell:
         "specproof paper --source {input.source:q} --numbers {input.numbers:q} --figures {params.figures:q} "
-        "--machine-figures {params.machines:q} --cited {input.cited:q} --out {output:q} > {log:q} 2>&1"
+        "--machine-figures {params.machines:q} --map-figures {params.breakeven:q} --cited {input.cited:q} --out {output:q} > {log:q} 2>&1"

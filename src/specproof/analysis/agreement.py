@@ -119,3 +119,23 @@ def change_rate(qualification: pd.DataFrame, reference: pd.DataFrame) -> pd.Data
     out = g.agg(changed=("changed", "sum"), tokens=("tokens", "sum")).reset_index()
     cis = [binomtest(int(c), int(n)).proportion_ci(CHANGE_RATE_CI, "exact") for c, n in zip(out["changed"], out["tokens"])]
     return out.assign(rate=out["changed"] / out["tokens"], ci_low=[c.low for c in cis], ci_high=[c.high for c in cis])
+
+
+def same_function(reference: pd.DataFrame) -> pd.DataFrame:
+    """Per two targets of a set that tokenized every shared prompt alike (one tokenizer):
+    the shared prompts, on how many their sealed greedy ids are equal (``ids_equal``) and
+    their texts (``text_equal``). Two stored precisions of one network compute one function
+    exactly when every prompt's ids are equal; a count below ``prompts`` measures how far
+    the storage moved the greedy choice."""
+    by_target = {t: g.set_index("prompt_id") for t, g in reference.groupby("target", sort=False)}
+    names, rows = list(by_target), []
+    for i, a in enumerate(names):
+        for b in names[i + 1:]:
+            shared = by_target[a].index.intersection(by_target[b].index)
+            ra, rb = by_target[a].loc[shared], by_target[b].loc[shared]
+            if not len(shared) or any(list(x) != list(y) for x, y in zip(ra["prompt_ids"], rb["prompt_ids"])):
+                continue
+            rows.append({"target_a": a, "target_b": b, "prompts": len(shared),
+                         "ids_equal": sum(list(x) == list(y) for x, y in zip(ra["ids"], rb["ids"])),
+                         "text_equal": int((ra["text"] == rb["text"]).sum())})
+    return pd.DataFrame(rows, columns=["target_a", "target_b", "prompts", "ids_equal", "text_equal"])

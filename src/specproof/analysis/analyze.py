@@ -19,13 +19,14 @@ import numpy as np
 import pandas as pd
 
 from .advisegap import advise_gap
-from .agreement import agreement_counts, agreement_table, change_rate, kept_by_config, recomputed_q
+from .agreement import (agreement_counts, agreement_table, change_rate, kept_by_config, recomputed_q,
+                        same_function)
 from .certificate import certificate
-from .costs import config_costs, end_to_end_costs, run_costs
+from .costs import config_costs, cross_target_costs, end_to_end_costs, run_costs, target_networks
 from .loopcost import loop_costs
 from ..records import check_seal, read_json, read_jsonl, read_parquet, write_json, write_parquet
-from .statistics import (acceptance_stats, best_k_reserved, category_speedups, familywise_intervals, interval_method,
-                         speedup_stats)
+from .statistics import (acceptance_stats, best_k_reserved, category_speedups, cross_target_stats,
+                         familywise_intervals, interval_method, speedup_stats)
 from .summaries import recompute
 from ..study.workloads import split_of
 
@@ -62,6 +63,8 @@ class StudyAnalysis:
     change_rate: pd.DataFrame | None = None  # per qualification path: per-token rate of first changes (agreement)
     familywise: list[dict] | None = None  # per speedups row: its Bonferroni interval ('t' sets only)
     kept: pd.DataFrame | None = None  # per greedy config and workload: prompts whose ids/text kept (agreement)
+    same_function: pd.DataFrame | None = None  # per two targets of one tokenizer: equal sealed references (agreement)
+    cross_target: list[dict] | None = None  # speculative speed over another storage's target-only (statistics)
 
 
 def analyze(d: Path) -> StudyAnalysis:
@@ -98,6 +101,8 @@ def analyze(d: Path) -> StudyAnalysis:
         loop_costs=loop_costs(runs, rounds, micro), advise_gap=gap,
         category_speedups=category_speedups(costs, prompt_categories(d), seed, method),
         interval_method=method, change_rate=change_rate(qual, reference), kept=kept_by_config(agree, runs),
+        same_function=same_function(reference),
+        cross_target=cross_target_stats(cross_target_costs(runs, target_networks(prov)), seed, method),
         **clock_boundary(runs, seed, method))
 
 

@@ -162,3 +162,41 @@ def micro_medians(micro: pd.DataFrame, level: float = 0.95) -> pd.DataFrame:
     df["dip"] = (df["role"] == "target") & (df["median_ms"] < prev["median_ms"])
     df["dip_resolved"] = df["dip"] & (df["ci_high"] < prev["ci_low"])
     return df
+
+
+def target_networks(provenance: dict) -> dict[str, str]:
+    """Per target of a record set, the network its file stores: the sha256 its embedded
+    source must have (a file derived at another storage precision carries its source's),
+    else the file's own sha256. Two targets with one network compute one function."""
+    cfg, entries = provenance["study"]["config"], (provenance.get("models") or {}).values()
+    out = {}
+    for name, spec in cfg["targets"].items():
+        for e in entries:
+            if (e.get("spec") or {}).get("model") == spec.get("model") and len(e.get("files") or []) == 1:
+                out[name] = (e.get("source") or {}).get("expected_sha256") or e["files"][0]["sha256"]
+                break
+    return out
+
+
+def cross_target_costs(runs: pd.DataFrame, networks: dict[str, str]) -> pd.DataFrame:
+    """Per greedy speculative run and each other target of the same network (another
+    storage of it): S_measured = the run's tokens/s over that other target's target-only
+    tokens/s on the same prompt (the mean of its greedy target-only runs there), a user's
+    choice between speculating on one file and decoding another file alone. It compares
+    runs of different blocks, so none where the set's runs were timed on several hosts."""
+    cols = ["pair", "config", "k", "policy", "verify_mode", "temperature", "other", "workload", "prompt_id", "rep",
+            "S_measured"]
+    if "host" in runs and runs["host"].nunique() > 1:
+        return pd.DataFrame(columns=cols)
+    greedy = runs[runs["temperature"] == 0]
+    alone = greedy[greedy["path"] == "target"].groupby(["target", "prompt_id"])["tokens_per_s"].mean()
+    spec = greedy[greedy["path"] == "speculative"]
+    parts = []
+    for other in alone.index.get_level_values("target").unique():
+        mine = spec[(spec["target"] != other) & spec["target"].map(networks).eq(networks.get(other))]
+        if mine.empty or networks.get(other) is None:
+            continue
+        base = alone.xs(other, level="target").rename("other_tokens_per_s")
+        m = mine.merge(base, left_on="prompt_id", right_index=True, how="inner")
+        parts.append(m.assign(other=other, S_measured=m["tokens_per_s"] / m["other_tokens_per_s"]))
+    return pd.concat(parts, ignore_index=True)[cols] if parts else pd.DataFrame(columns=cols)

@@ -175,6 +175,21 @@ def speedup_stats(costs: pd.DataFrame, seed: int, prompts: list[str] | None = No
     return out
 
 
+def cross_target_stats(cross: pd.DataFrame, seed: int, method: str = "bca") -> list[dict]:
+    """Per speculative configuration and other target of its network
+    (``costs.cross_target_costs``): the geometric mean over prompts of its speed over the
+    other target's target-only speed and its interval (``speedup_interval``), all prompts."""
+    out = []
+    for key, g in cross.groupby([*SPEEDUP_KEYS, "other"], sort=False):
+        groups = [np.log(gp["S_measured"].to_numpy(dtype=float)) for _, gp in g.groupby("prompt_id")]
+        groups = [x[np.isfinite(x)] for x in groups if np.isfinite(x).any()]
+        lo, hi = speedup_interval(groups, seed, method)
+        out.append({**dict(zip([*SPEEDUP_KEYS, "other"], key)), "prompts": len(groups),
+                    "gmean_speedup": float(np.exp(np.mean([x.mean() for x in groups]))),
+                    "ci_low": float(np.exp(lo)), "ci_high": float(np.exp(hi))})
+    return out
+
+
 def tied_with_best(costs: pd.DataFrame, level: float = 0.95) -> list[dict]:
     """Per pair, every greedy configuration (fixed K and each policy) against the pair's
     best fixed K (highest geometric-mean speedup over all prompts), paired over the

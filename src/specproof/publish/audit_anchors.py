@@ -678,13 +678,14 @@ def paper_numbers(studies: list[str], manifests: Path, config: Path | None) -> t
     title, a note why it was not recomputed)."""
     from .paper import paper_rows
     from ..study.config import load_config
-    head, title, note = studies[0], None, None
+    head, title, note, break_even = studies[0], None, None, None
     cfg = load_config(Path(config)) if config is not None and Path(config).is_file() else None
     if cfg is not None and list(cfg["studies"]) == list(studies):
         check_every_set_listed(manifests, cfg, Path(config))
         check_machine_labels(manifests)
         title = cfg.get("paper", {}).get("title", "specproof")
+        break_even = cfg.get("break_even")
     else:
         note = (f"paper.title not recomputed: {config} " + ("lists other studies" if cfg else "is absent")
                 + " than the audited ones")
-    return paper_rows(head, manifests, title), note
+    return paper_rows(head, manifests, title, break_even), note

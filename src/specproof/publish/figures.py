@@ -6,6 +6,8 @@ verify_cost: target verify cost vs B (one line per target / n_ubatch) and draft 
 cost_decomposition: stacked D_real, R_target, X per committed token, per configuration.
 agreement: Q matched/total per target and path (grid and qualification).
 pit: histogram of the certificate's PIT values (id, rank and, where recorded, q/p-ratio order).
+break_even (several sets): the cost model's best speedup over the verify slope and the draft
+ratio, with every mapped configuration at its own ratios (analysis.breakeven).
 """
 from __future__ import annotations
 
@@ -99,6 +101,51 @@ def machines_verify_cost(micro: dict, out: Path) -> None:
     axes[0][0].set_ylabel("v(B) / v(1)", fontsize=7)
     axes[0][-1].legend(fontsize=6)
     _save(fig, out, "verify_cost_machines")
+
+
+def break_even_map(points: dict[str, pd.DataFrame], alpha: np.ndarray, alpha_from: str, out: Path) -> None:
+    """The cost model's best speedup max_K E[C|K] / (1 + K (s + r)) at ``alpha`` over the
+    verify slope s and the draft ratio r (filled contours, the 1x line bold), and each set's
+    mapped configurations (``breakeven.map_points``) at their own (s_K, r), coloured by
+    their realized speedup on the same scale and labelled with K and the realized speedup."""
+    from ..analysis.breakeven import best_predicted
+    allp = pd.concat(points.values(), ignore_index=True)
+    s_max = max(0.25, 1.25 * allp["verify_slope"].max())
+    r_max = max(0.6, 1.25 * allp["draft_ratio"].max())
+    s_grid, r_grid = np.meshgrid(np.linspace(0, s_max, 200), np.linspace(0, r_max, 200))
+    best, _ = best_predicted(alpha, s_grid + r_grid)
+    fig, ax = plt.subplots(figsize=(6.4, 4.2))
+    levels = np.arange(0.2, max(2.0, float(best.max())) + 0.2, 0.2)
+    norm = matplotlib.colors.TwoSlopeNorm(vmin=levels[0], vcenter=1.0, vmax=levels[-1])
+    filled = ax.contourf(s_grid, r_grid, best, levels=levels, cmap="RdBu", norm=norm, alpha=0.55)
+    ax.contour(s_grid, r_grid, best, levels=[1.0], colors="k", linewidths=1.6)
+    ax.plot([], [], color="k", lw=1.6, label="model breaks even (1×)")
+    fig.colorbar(filled, ax=ax, label="speedup (model: fill; realized: points)")
+    for (label, p), marker in zip(points.items(), ("o", "s", "^", "D", "v", "P")):
+        ax.scatter(p["verify_slope"], p["draft_ratio"], c=p["gmean"], cmap="RdBu", norm=norm, marker=marker,
+                   edgecolors="k", s=46, zorder=3, label=label)
+        for r in p.itertuples():
+            ax.annotate(f"{r.target} K={r.k}: {r.gmean:.2f} [{r.ci_low:.2f}, {r.ci_high:.2f}]",
+                        (r.verify_slope, r.draft_ratio), xytext=(4, 3), textcoords="offset points", fontsize=5.5)
+    ax.set_xlim(0, s_max)
+    ax.set_ylim(0, r_max)
+    ax.set_xlabel("verify slope per drafted position, (v(K+1)/v(1) − 1)/K, target steps", fontsize=8)
+    ax.set_ylabel("draft step / target step, c/v(1)", fontsize=8)
+    ax.set_title(f"model at the acceptance of {alpha_from}", fontsize=7)
+    ax.legend(fontsize=6, loc="upper right")
+    _save(fig, out, "break_even")
+
+
+def break_even_figure(records: dict[str, Path], out: Path) -> None:
+    """break_even.{pdf,png} for the record sets ``records`` (set -> its directory): each
+    set's mapped configurations, the contours at the first set's acceptance."""
+    from ..analysis.analyze import analyze
+    from ..analysis.breakeven import map_alpha, map_points
+    analyses = {s: analyze(d) for s, d in records.items()}
+    points = {s: map_points(a.config_costs, a.micro, a.speedups) for s, a in analyses.items()}
+    first = next(iter(records))
+    pair, config, alpha = map_alpha(analyses[first].config_costs, points[first])
+    break_even_map(points, alpha, f"{pair} {config} ({first})", out)
 
 
 def cost_decomposition(a: StudyAnalysis, out: Path) -> None:

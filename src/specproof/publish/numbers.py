@@ -128,8 +128,10 @@ def study_numbers(a: StudyAnalysis, manifest_sha256: str | None, prefix: str | N
     def judge(lo, hi) -> str:
         return verdict(lo, hi, indicative)
     setup_numbers(a, rows)
+    model_file_numbers(a, rows)
     bandwidth_numbers(a, rows)
     speed_numbers(a, rows, judge)
+    cross_target_numbers(a, rows, judge)
     familywise_numbers(a, rows, judge)
     policy_numbers(a, rows)
     best_numbers(a, rows, judge)
@@ -137,10 +139,13 @@ def study_numbers(a: StudyAnalysis, manifest_sha256: str | None, prefix: str | N
     machine_speed_numbers(a, rows)
     micro_numbers(a, rows)
     cost_numbers(a, rows)
+    break_even_numbers(a, rows)
     loop_numbers(a, rows)
     advise_gap_numbers(a, rows)
     clock_numbers(a, rows, judge)
     agreement_numbers(a, rows)
+    same_function_numbers(a, rows)
+    acceptance_numbers(a, rows)
     qualification_numbers(a, rows)
     certificate_numbers(a, rows)
     calibration_numbers(a, rows)
@@ -196,6 +201,26 @@ def setup_numbers(a: StudyAnalysis, rows: Rows) -> None:
         runs("busy_share", BUSY_SHARE, "share", "src/specproof/load.py")
     rows.at("models")("targets", ", ".join(sorted({str(t.get("model")) for t in cfg["targets"].values()})),
                       "text", "provenance.json")
+
+
+def model_file_numbers(a: StudyAnalysis, rows: Rows) -> None:
+    """'target_model.<target>.model': each target's model as the config names it, and
+    'model_file.<model>.*': the bytes, sha256 and tensors per storage type ('141 F32, 198 F16') of each
+    model file the provenance recorded (a model made of one file; the bytes a decode step
+    reads once per token, the KV cache aside)."""
+    for name, spec in a.provenance["study"]["config"]["targets"].items():
+        rows.at("target_model", target=name)("model", str(spec.get("model")), "text", "provenance.json")
+    seen = set()
+    for entry in (a.provenance.get("models") or {}).values():
+        model, files = str((entry.get("spec") or {}).get("model")), entry.get("files") or []
+        if len(files) != 1 or model in seen:
+            continue
+        seen.add(model)
+        put = rows.at("model_file", model=model)
+        put("bytes", int(files[0]["bytes"]), "bytes", "provenance.json")
+        put("sha256", files[0]["sha256"], "text", "provenance.json")
+        types = sorted((files[0].get("tensor_types") or {}).items())
+        put("tensor_types", ", ".join(f"{n} {t}" for t, n in types), "tensors per type", "provenance.json")
 
 
 def headline_models(cfg: dict, put) -> None:
@@ -259,6 +284,21 @@ def speed_numbers(a: StudyAnalysis, rows: Rows, judge) -> None:
     for v in ("faster", "slower", "unresolved", "indicative (faster)", "indicative (slower)"):
         put(v.replace("indicative (", "indicative_").rstrip(")"), verdicts.count(v), "configurations",
             "runs.parquet")
+
+
+def cross_target_numbers(a: StudyAnalysis, rows: Rows, judge) -> None:
+    """'cross_target.<pair>.<config>.<other>.*': a greedy speculative configuration's speed
+    over the target-only speed of another storage of its target's network (``other``),
+    geometric mean over prompts with its interval and verdict
+    (``statistics.cross_target_stats``): speculating on one file against decoding the
+    other alone."""
+    for r in a.cross_target or []:
+        put = rows.at("cross_target", config_attrs(r), pair=r["pair"], config=r["config"], other=r["other"])
+        put("gmean", r["gmean_speedup"], "x", "runs.parquet")
+        put("ci_low", r["ci_low"], "x", "runs.parquet")
+        put("ci_high", r["ci_high"], "x", "runs.parquet")
+        put("prompts", r["prompts"], "prompts", "runs.parquet")
+        put("verdict", judge(r["ci_low"], r["ci_high"]), "text", "runs.parquet")
 
 
 def tied_numbers(a: StudyAnalysis, rows: Rows) -> None:
@@ -484,6 +524,21 @@ def cost_numbers(a: StudyAnalysis, rows: Rows) -> None:
             put(term, getattr(r, term), "x" if term.startswith(("S_", "real")) else "", "rounds.parquet")
 
 
+def break_even_numbers(a: StudyAnalysis, rows: Rows) -> None:
+    """'breakeven.<pair>.<config>.*' per greedy fixed-K configuration with a timed model
+    draft (``breakeven.map_points``): the verify slope s_K and draft ratio r (target
+    steps), their sum (the marginal cost per drafted position), the break-even cost b_K,
+    the model speedup and realized / model (realized: geometric mean over prompts)."""
+    from ..analysis.breakeven import map_points
+    for r in map_points(a.config_costs, a.micro, a.speedups).to_dict(orient="records"):
+        attrs = {"k": r["k"], "target": r["target"], "draft": r["draft"]}
+        put = rows.at("breakeven", attrs, pair=r["pair"], config=r["config"])
+        for term in ("verify_slope", "draft_ratio", "marginal_cost", "break_even_cost"):
+            put(term, r[term], "target steps", "micro.parquet")
+        put("S_model", r["S_model"], "x", "rounds.parquet")
+        put("realized_over_model", r["realized_over_model"], "x", "runs.parquet")
+
+
 def agreement_numbers(a: StudyAnalysis, rows: Rows) -> None:
     """'agreement.<source>.<target>.<path>.<verify_mode>.*': H and Q counts per path."""
     for r in a.agreement_counts.itertuples():
@@ -491,6 +546,33 @@ def agreement_numbers(a: StudyAnalysis, rows: Rows) -> None:
         put("Q_matched", r.Q_matched, "runs", "runs.parquet")
         put("H_matched", r.H_matched, "runs", "runs.parquet")
         put("total", r.total, "runs", "runs.parquet")
+
+
+def same_function_numbers(a: StudyAnalysis, rows: Rows) -> None:
+    """'same_function.<target_a>.<target_b>.*': for two targets of one tokenizer, the
+    shared prompts and on how many their sealed greedy ids and texts are equal
+    (``agreement.same_function``)."""
+    if a.same_function is None:
+        return
+    for r in a.same_function.itertuples():
+        put = rows.at("same_function", target_a=r.target_a, target_b=r.target_b)
+        put("prompts", int(r.prompts), "prompts", "reference.parquet")
+        put("ids_equal", int(r.ids_equal), "prompts", "reference.parquet")
+        put("text_equal", int(r.text_equal), "prompts", "reference.parquet")
+
+
+def acceptance_numbers(a: StudyAnalysis, rows: Rows) -> None:
+    """'acceptance.<pair>.<config>.<position>.*' for every greedy fixed-K configuration:
+    the acceptance at each drafted position (mean over prompts of each prompt's pooled
+    alpha_i) and its bootstrap interval (``statistics.acceptance_stats``)."""
+    attrs = {(r["pair"], r["config"]): config_attrs(r) for r in a.speedups if r["workload"] == "all"}
+    for r in a.acceptance:
+        at = attrs.get((r["pair"], r["config"]), {})
+        if at.get("policy") != "fixed" or at.get("temperature") != 0:
+            continue
+        put = rows.at("acceptance", at, pair=r["pair"], config=r["config"], position=int(r["position"]))
+        for metric in ("alpha", "ci_low", "ci_high"):
+            put(metric, r[metric], "", "rounds.parquet")
 
 
 QUALIFICATION_CI = 0.95  # exact (Clopper-Pearson) interval on the share of changed outputs

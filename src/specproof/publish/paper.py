@@ -48,14 +48,16 @@ def build_numbers(config: dict, manifests: Path, results: Path, out: Path,
     numbers.update(machine_numbers(analyses, shas))
     numbers.update(config_replicate_numbers(config, config["studies"], "config/config.yaml", analyses, shas))
     head = config.get("study", config["studies"][0])
-    numbers.update(paper_rows(head, manifests, config.get("paper", {}).get("title", "specproof")))
+    numbers.update(paper_rows(head, manifests, config.get("paper", {}).get("title", "specproof"),
+                              config.get("break_even") or []))
     write_json(numbers, out)
     return numbers
 
 
-def paper_rows(head: str, manifests: Path, title: str | None) -> dict:
+def paper_rows(head: str, manifests: Path, title: str | None, break_even: list[str] | None = None) -> dict:
     """numbers.json's paper.* rows: the title (when given), the head record set (its study
-    and machine as fields of the row) and whether it is frozen."""
+    and machine as fields of the row), whether it is frozen, and the record sets of the
+    break-even map (config ``break_even``; no row when there are none)."""
     from .numbers import Rows
     study, machine = split_set(head)
     rows = Rows(manifest_sha256=manifest_sha256(manifests, head))
@@ -65,27 +67,33 @@ def paper_rows(head: str, manifests: Path, title: str | None) -> dict:
     rows.at("paper", attrs={"study_name": study, **({"machine": machine} if machine else {})})(
         "study", head, "text", "config/config.yaml")
     put("frozen", is_frozen(manifests, head), "text", "config/config.yaml")
+    if break_even:
+        put("break_even", list(break_even), "record sets", "config/config.yaml")
     return rows.out
 
 
 def paper_inputs(source: Path, numbers: Path, figures: Path, machine_figures: Path | None = None,
-                 cited: Path | None = None) -> dict[str, str]:
-    """The sys.inputs the paper reads: absolute paths of its numbers, figures and cited
-    figures of other work (cited defaults to the source's cited.yaml)."""
+                 cited: Path | None = None, map_figures: Path | None = None) -> dict[str, str]:
+    """The sys.inputs the paper reads: absolute paths of its numbers, figures (the head
+    set's, the machines figure's and the break-even map's directories; the last two
+    default to the first) and cited figures of other work (cited defaults to the source's
+    cited.yaml)."""
     numbers = Path(numbers).resolve()
     if not numbers.is_file():
         raise SpecproofError(f"{numbers}: numbers.json does not exist")
     return {"numbers": str(numbers), "figures": str(Path(figures).resolve()),
             "machine_figures": str(Path(machine_figures or figures).resolve()),
+            "map_figures": str(Path(map_figures or figures).resolve()),
             "cited": str(Path(cited or Path(source).resolve().parent / "cited.yaml").resolve())}
 
 
 def compile_paper(source: Path, pdf: Path, numbers: Path, figures: Path,
-                  machine_figures: Path | None = None, cited: Path | None = None) -> None:
+                  machine_figures: Path | None = None, cited: Path | None = None,
+                  map_figures: Path | None = None) -> None:
     """Compile with typst (offline); the paper reads numbers, figures and the cited
     figures of other work through sys.inputs so a test build can point them elsewhere."""
     import typst
-    inputs = paper_inputs(source, numbers, figures, machine_figures, cited)
+    inputs = paper_inputs(source, numbers, figures, machine_figures, cited, map_figures)
     try:
         typst.compile(str(source), output=str(pdf), root="/", sys_inputs=inputs)
     except Exception as exc:  # typst raises its own error type with the diagnostics
@@ -93,12 +101,12 @@ def compile_paper(source: Path, pdf: Path, numbers: Path, figures: Path,
 
 
 def failed_claims(source: Path, numbers: Path, figures: Path, machine_figures: Path | None = None,
-                  cited: Path | None = None) -> list[str]:
+                  cited: Path | None = None, map_figures: Path | None = None) -> list[str]:
     """Every #claim of ``source`` that the numbers do not support, in document order: the
     source compiled with sys.inputs claims=list, where a failing claim is recorded as
     metadata labelled <failed-claim> instead of stopping the build at the first."""
     import typst
-    inputs = paper_inputs(source, numbers, figures, machine_figures, cited) | {"claims": "list"}
+    inputs = paper_inputs(source, numbers, figures, machine_figures, cited, map_figures) | {"claims": "list"}
     try:
         found = typst.query(str(source), "<failed-claim>", field="value", format="json", root="/",
                             sys_inputs=inputs)
@@ -113,7 +121,8 @@ def _typst_message(exc: Exception) -> str:
 
 
 def pdf_rebuild_error(pdf: Path, source: Path, numbers: Path, figures: Path,
-                      machine_figures: Path | None = None, cited: Path | None = None) -> str | None:
+                      machine_figures: Path | None = None, cited: Path | None = None,
+                      map_figures: Path | None = None) -> str | None:
     """None when ``pdf`` is byte for byte what ``compile_paper`` makes of ``source`` with
     these numbers, figures and cited figures (the build is deterministic: the document has
     no date), else one line naming the PDF and what it was compared with."""
@@ -121,7 +130,7 @@ def pdf_rebuild_error(pdf: Path, source: Path, numbers: Path, figures: Path,
     with tempfile.TemporaryDirectory() as tmp:
         rebuilt = Path(tmp) / "rebuilt.pdf"
         compile_paper(Path(source), rebuilt, numbers=numbers, figures=figures,
-                      machine_figures=machine_figures, cited=cited)
+                      machine_figures=machine_figures, cited=cited, map_figures=map_figures)
         if rebuilt.read_bytes() == Path(pdf).read_bytes():
             return None
     return (f"{pdf}: differs from a rebuild of {source} with {numbers}, {figures} and {cited}: "
