@@ -333,17 +333,24 @@ def test_advise_with_a_confirmation_predicts_what_it_measured_at_the_chosen_k():
     assert plain["model"] == "loop" and plain["confirm_prompts"] == 0 and rec["confirm"].empty
 
 
+def advise_summary(model, confirm_prompts):
+    """An advise.parquet of one pair 'p' whose every recomputed column is zero, with
+    ``model`` and ``confirm_prompts`` as given."""
+    import pandas as pd
+    return pd.DataFrame([{"pair": "p", "k": 0, "predicted_speedup": 0.0, "realized_speedup": 0.0,
+                          "enable": True, "draft_to_target_ratio": 0.0, "model": model,
+                          "predicted_low": 0.0, "predicted_high": 0.0, "micro_predicted_speedup": 0.0,
+                          "interval_unit": "prompts", "probe_prompts": 0, "future_prompts": 0,
+                          "loop_predicted_speedup": 0.0, "confirm_prompts": confirm_prompts}])
+
+
 def test_the_audit_recomputes_a_confirmed_row_from_the_confirmation_and_the_check_apart():
     import pandas as pd
     from specproof.analysis.summaries import recompute_advise
     from specproof.evidence.advise import confirmed_prediction, predict_loop
     micro, rounds = probe_records(noise=0.1, prompts=range(4))
     confirm, check = paired_records([0.7, 0.9, 0.8], phase="confirm"), paired_records([1.0, 1.0], phase="check")
-    summary = pd.DataFrame([{"pair": "p", "k": 0, "predicted_speedup": 0.0, "realized_speedup": 0.0,
-                             "enable": True, "draft_to_target_ratio": 0.0, "model": "confirmed",
-                             "predicted_low": 0.0, "predicted_high": 0.0, "micro_predicted_speedup": 0.0,
-                             "interval_unit": "prompts", "probe_prompts": 0, "future_prompts": 0,
-                             "loop_predicted_speedup": 0.0, "confirm_prompts": 0}])
+    summary = advise_summary("confirmed", confirm_prompts=0)
     tag = lambda df: df.assign(pair="p")  # noqa: E731
     out = recompute_advise(summary, tag(micro), tag(rounds), tag(pd.concat([confirm, check]))).iloc[0]
     want = confirmed_prediction(confirm, 2)
@@ -357,16 +364,11 @@ def test_the_audit_recomputes_a_confirmed_row_from_the_confirmation_and_the_chec
 def test_the_audit_recomputes_a_loop_row_that_carries_the_confirmation_columns():
     """The stage writes loop_predicted_speedup and confirm_prompts 0 on a row whose
     confirmation did not run; recomputing it gives the loop model's own numbers."""
-    import pandas as pd
     from specproof.analysis.summaries import recompute_advise
     from specproof.evidence.advise import predict_loop
     micro, rounds = probe_records(noise=0.1, prompts=range(4))
     check = paired_records([1.0, 1.0], phase="check")
-    summary = pd.DataFrame([{"pair": "p", "k": 0, "predicted_speedup": 0.0, "realized_speedup": 0.0,
-                             "enable": True, "draft_to_target_ratio": 0.0, "model": "loop",
-                             "predicted_low": 0.0, "predicted_high": 0.0, "micro_predicted_speedup": 0.0,
-                             "interval_unit": "prompts", "probe_prompts": 0, "future_prompts": 0,
-                             "loop_predicted_speedup": 0.0, "confirm_prompts": 5}])
+    summary = advise_summary("loop", confirm_prompts=5)
     tag = lambda df: df.assign(pair="p")  # noqa: E731
     out = recompute_advise(summary, tag(micro), tag(rounds), tag(check)).iloc[0]
     loop = predict_loop(micro, rounds, 4, unit="prompts", future_prompts=2)
