@@ -23,7 +23,7 @@ rule audit:
         benchmarks=BENCHMARKS,
         figures=lambda w, input: str(Path(input.figures[0]).parent),
         machines=lambda w, input: str(Path(input.machines if input.machines else input.figures[0]).parent),
-        breakeven=lambda w, input: str(Path(input.breakeven if input.breakeven else input.figures[0]).parent),
+        breakeven=lambda w, input: str(Path(input.breakeven[0] if input.breakeven else input.figures[0]).parent),
     shell:
         "specproof audit --studies {params.studies:q} --manifests {params.manifests:q} "
         "--numbers {input.numbers:q} --benchmarks {params.benchmarks:q} --cited {input.cited:q} "

@@ -22,7 +22,7 @@ rule paper:
     params:
         figures=lambda w, input: str(Path(input.figures[0]).parent),
         machines=lambda w, input: str(Path(input.machines if input.machines else input.figures[0]).parent),
-        breakeven=lambda w, input: str(Path(input.breakeven if input.breakeven else input.figures[0]).parent),
+        breakeven=lambda w, input: str(Path(input.breakeven[0] if input.breakeven else input.figures[0]).parent),
     shell:
         "specproof paper --source {input.source:q} --numbers {input.numbers:q} --figures {params.figures:q} "
         "--machine-figures {params.machines:q} --map-figures {params.breakeven:q} --cited {input.cited:q} --out {output:q} > {log:q} 2>&1"
