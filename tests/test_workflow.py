@@ -17,6 +17,9 @@ import yaml
 ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
 STUDIES = ROOT / "tests" / "data" / "studies"
+# Snakemake merges this over config/config.yaml key by key, so every list that names the
+# committed record sets is replaced too
+TINY_MOCK_CONFIG = {"studies": ["tiny-mock"], "study": "tiny-mock", "replicates": [], "break_even": []}
 
 
 def snakemake(base: Path, *args, results: Path | None = None, config=(), check=True):
@@ -66,7 +69,7 @@ def study(tmp_path_factory):
     base = tmp_path_factory.mktemp("wf space")
     shutil.copytree(STUDIES, base / "studies")
     (base / "config.yaml").write_text(yaml.safe_dump(
-        {"studies": ["tiny-mock"], "study": "tiny-mock", "paper": {"title": "workflow test"}}))
+        {**TINY_MOCK_CONFIG, "paper": {"title": "workflow test"}}))
     snakemake(base, "study")
     return base
 
@@ -187,7 +190,7 @@ def test_a_bad_study_stops_planning_in_one_line(tmp_path, case, expect):
         good.replace("name: tiny-mock", "name: bad").replace("k: [2, 3]", "k: [0, 3]"))
     (tmp_path / "studies" / "badpair.yaml").write_text(
         good.replace("name: tiny-mock", "name: badpair").replace("draft: mock-d}", "draft: nope}"))
-    (tmp_path / "config.yaml").write_text(yaml.safe_dump({"studies": ["tiny-mock"], "study": "tiny-mock"}))
+    (tmp_path / "config.yaml").write_text(yaml.safe_dump(TINY_MOCK_CONFIG))
     res = snakemake(tmp_path, "-n", "study", config=[f"study={case}"], check=False)
     lines = [x for x in res.stderr.splitlines() if "error" in x.lower() or "Traceback" in x]
     assert res.returncode == 2, res.stderr[-2000:]
@@ -203,7 +206,7 @@ def test_no_rule_touches_a_reserved_prompt_before_the_predictions_are_sealed(tmp
     upstream; each of them also declares the seal as an input of its own."""
     from specproof.evidence.stages import PROMPTS_READ, SEAL_EXEMPT
     shutil.copytree(STUDIES, tmp_path / "studies")
-    (tmp_path / "config.yaml").write_text(yaml.safe_dump({"studies": ["tiny-mock"], "study": "tiny-mock"}))
+    (tmp_path / "config.yaml").write_text(yaml.safe_dump(TINY_MOCK_CONFIG))
     dot = snakemake(tmp_path, "--rulegraph", "--", "study").stdout
     names = dict(re.findall(r'^\s*(\d+)\[label = "(\w+)"', dot, re.M))
     up: dict[str, set[str]] = {n: set() for n in names.values()}
