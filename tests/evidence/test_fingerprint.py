@@ -2,8 +2,8 @@
 under "AMD EPYC") and ignores where the checkout or the models lie."""
 from pathlib import Path
 
-from specproof.evidence.fingerprint import (cpu_fingerprint, fingerprint_of, identity_differences,
-                                            same_machine)
+from specproof.evidence.fingerprint import (compiled_flags, cpu_contradiction, cpu_fingerprint, fingerprint_of,
+                                            identity_differences, same_machine)
 from specproof.evidence.provenance import portable
 
 CPUINFO = Path(__file__).parents[1] / "data" / "cpuinfo"
@@ -21,8 +21,9 @@ FULL = (CPUINFO / "xeon-emerald-2core.txt").read_text()  # a whole /proc/cpuinfo
 def test_fingerprint_reads_vendor_family_model_stepping_flags_cores_and_memory():
     fp = cpu_fingerprint(FULL, MEMINFO)
     assert fp == {"vendor": "GenuineIntel", "family": "6", "model_number": "207", "stepping": "2",
-                  "model_name": "Intel(R) Xeon(R) Processor", "flags_sha256": fp["flags_sha256"],
+                  "model_name": "Intel(R) Xeon(R) Processor", "flags": fp["flags"], "flags_sha256": fp["flags_sha256"],
                   "physical_cores": 2, "logical_cores": 2, "sockets": 1, "memory_gib": 24}
+    assert fp["flags"] == sorted(fp["flags"]) and "avx512f" in fp["flags"]
     smt = cpu_fingerprint(FULL.replace("core id\t\t: 1", "core id\t\t: 0"), MEMINFO)
     assert smt["physical_cores"] == 1 and smt["logical_cores"] == 2  # SMT siblings are one core
 
@@ -56,3 +57,49 @@ def test_old_records_are_told_apart_by_their_simd_flags():
                    "logical_cores": 2, "ram_gib": 23.54}}
     assert identity_differences(fingerprint_of(old), fingerprint_of(new)) == ["simd_flags_sha256"]
     assert same_machine(old, dict(old))
+
+
+SYSTEM_INFO = "CPU : SSE3 = 1 | SSSE3 = 1 | AVX = 1 | AVX2 = 1 | F16C = 1 | FMA = 1 | AVX512 = 1 | AMX_INT8 = 0 |"
+
+
+def _consistent() -> dict:
+    fp = cpu_fingerprint(FULL, MEMINFO)
+    simd = [f for f in fp["flags"] if f.startswith(("avx", "amx", "fma", "f16c", "sse4"))]
+    return {"cpu": {"fingerprint": fp, "simd_flags": simd},
+            "llama_cpp": {"system_info": SYSTEM_INFO, "build": {"cpu": {"features": ["avx512f", "bmi2", "fma"]}}}}
+
+
+def test_a_build_names_the_instruction_sets_it_compiled_in():
+    assert compiled_flags(SYSTEM_INFO) == ["avx", "avx2", "f16c", "fma", "avx512f"]
+
+
+def test_a_record_that_agrees_with_its_own_cpu_has_no_contradiction():
+    assert cpu_contradiction(_consistent()) is None
+    assert cpu_contradiction({"cpu": {"model": "Apple M2"}}) is None  # no flags: nothing to contradict
+
+
+def test_a_record_whose_build_ran_instructions_its_cpu_lacks_is_contradicted():
+    """A forger moving the record to an AVX2-only machine must also explain the AVX-512
+    build that ran."""
+    prov = _consistent()
+    prov["cpu"]["simd_flags"] = [f for f in prov["cpu"]["simd_flags"] if not f.startswith("avx512")]
+    prov["cpu"]["fingerprint"].pop("flags")
+    assert "field llama_cpp.system_info says the llama.cpp build used avx512f" in cpu_contradiction(prov)
+    prov["llama_cpp"]["system_info"] = ""
+    assert "field llama_cpp.build.cpu.features" in cpu_contradiction(prov)
+
+
+def test_a_flag_list_unlike_its_hash_or_its_simd_flags_is_contradicted():
+    prov = _consistent()
+    prov["cpu"]["fingerprint"]["flags"] = prov["cpu"]["fingerprint"]["flags"][1:]
+    assert "does not hash to cpu.fingerprint.flags_sha256" in cpu_contradiction(prov)
+    prov = _consistent()
+    prov["cpu"]["simd_flags"].append("amx_tile")
+    assert "field cpu.simd_flags holds amx_tile" in cpu_contradiction(prov)
+
+
+def test_no_frozen_record_set_contradicts_its_own_cpu():
+    import json
+    root = Path(__file__).parents[2] / "manifests"
+    for path in sorted(root.glob("*/*/provenance.json")):
+        assert cpu_contradiction(json.loads(path.read_text())) is None, path

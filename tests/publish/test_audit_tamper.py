@@ -281,6 +281,15 @@ def _provenance(d):
     return {}, ["reference.seal.json", "field provenance_sha256", "provenance.json"]
 
 
+def _provenance_other_cpu(d):
+    """Forger, provenance: the record claims an AVX2-only CPU (flags and fingerprint moved to
+    another machine's) while its llama.cpp build ran AVX-512 instructions here."""
+    def other(p):
+        p["cpu"]["simd_flags"] = [f for f in p["cpu"]["simd_flags"] if not f.startswith("avx512")]
+    edit_json(d / "provenance.json", other)
+    return {}, ["provenance.json", "field llama_cpp.system_info", "avx512f"]
+
+
 def _prompts(d):
     """a08: a prompt deleted from prompts.jsonl."""
     lines = (d / "prompts.jsonl").read_text().splitlines(keepends=True)
@@ -541,6 +550,28 @@ def _rounds_merged(d):
     return {}, ["rounds.parquet", f"row {i}, field drafted", "the run's ids at"]
 
 
+def _diverged_ids_to_reference(d):
+    """Forger, Q: a greedy run that left the sealed reference has its ids rewritten to the
+    reference's (a divergence no other run shares), so Q would count it as kept."""
+    from specproof.evidence.reference import divergences
+    from specproof.records import check_seal
+    runs, qual = read_parquet(d / "runs.parquet"), read_parquet(d / "qualification.parquet")
+    ref = check_seal(d / "reference.parquet", d / "reference.seal.json")
+    want = {(r.target, r.prompt_id): list(r.ids) for r in ref.itertuples()}
+    greedy = runs[runs["temperature"] == 0]
+    counts = {}
+    for r in list(greedy.itertuples()) + list(qual.itertuples()):
+        if list(r.ids) != want[(r.target, r.prompt_id)]:
+            counts[(r.target, r.prompt_id)] = counts.get((r.target, r.prompt_id), 0) + 1
+    # a greedy grid run that is the only run of its target and prompt to leave the reference
+    lone = divergences(greedy, qual.iloc[:0], ref)
+    lone = next((t, p) for t, p in zip(lone["target"], lone["prompt_id"]) if counts[(t, p)] == 1)
+    i = next(i for i, r in greedy.iterrows() if (r["target"], r["prompt_id"]) == lone and list(r["ids"]) != want[lone])
+    runs.at[i, "ids"] = want[lone]
+    write_parquet(runs, d / "runs.parquet")
+    return {}, ["margins.parquet", "scores a divergence that no greedy run"]
+
+
 def _spec_ids_apart(d):
     """A speculative run's ids changed at a position where its rounds accepted a draft
     (its text and token count left alone: nothing compares them with a reference)."""
@@ -589,7 +620,7 @@ def _greedy_correction_drafted(d):
 
 @pytest.mark.parametrize("tamper", [_ids_cut, _fewer_tokens, _text_apart, _text_equal_off, _micro_median, _start_erased,
                                     _reserved_dropped, _workload_relabelled, _target_only_apart, _accepted_raised,
-                                    _pit_draws_moved, _rounds_merged, _spec_ids_apart,
+                                    _pit_draws_moved, _rounds_merged, _spec_ids_apart, _diverged_ids_to_reference,
                                     _mean_accepted_raised, _greedy_correction_drafted],
                          ids=lambda f: f.__name__.strip("_"))
 def test_a_run_unlike_its_own_identities_fails_the_audit(copy, capsys, cached, tamper):
@@ -602,7 +633,7 @@ def test_a_run_unlike_its_own_identities_fails_the_audit(copy, capsys, cached, t
 
 
 @pytest.mark.parametrize("tamper", [_seal_after_reserved, _reference_sealed_late, _runs_shifted, _run_order,
-                                    _provenance, _prompts, _pit_uniform, _pit_rank, _tokens_per_s, _decode_ns,
+                                    _provenance, _provenance_other_cpu, _prompts, _pit_uniform, _pit_rank, _tokens_per_s, _decode_ns,
                                     _downgrade, _faster_than_the_clock, _slower_than_the_clock,
                                     _pit_moved_with_its_bounds, _decode_into_prefill, _target_decode_from_prefill],
                          ids=lambda f: f.__name__.strip("_"))

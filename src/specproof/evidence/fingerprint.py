@@ -58,6 +58,7 @@ def cpu_fingerprint(cpuinfo: str, meminfo: str) -> dict:
                 out[field] = first[key]
         flags = (first.get("flags") or first.get("Features") or "").split()
         if flags:
+            out["flags"] = sorted(flags)
             out["flags_sha256"] = _digest(flags)
         cores = {(p.get("physical id"), p.get("core id")) for p in procs if "core id" in p}
         out["physical_cores"] = len(cores) or len(procs)
@@ -88,6 +89,51 @@ def fingerprint_of(prov: dict) -> dict:
             "kernel": (prov.get("os") or {}).get("release"),
             "bandwidth_gbs": round(max(threads.values()), 1) if threads else None,
             "llama_cmake_args": ((prov.get("llama_cpp") or {}).get("build") or {}).get("cmake_args")}
+
+
+# llama.cpp's system_info names of the instruction sets a build compiled in, as the
+# /proc/cpuinfo flag a CPU must have to run them
+COMPILED_FLAG = {"AVX": "avx", "AVX2": "avx2", "AVX512": "avx512f", "AVX512_VBMI": "avx512vbmi",
+                 "AVX512_VNNI": "avx512_vnni", "AVX512_BF16": "avx512_bf16", "AVX_VNNI": "avx_vnni",
+                 "FMA": "fma", "F16C": "f16c", "AMX_INT8": "amx_int8"}
+SIMD_PREFIXES = ("avx", "amx", "fma", "f16c", "sse4")  # the flags cpu.simd_flags keeps
+
+
+def compiled_flags(system_info: str) -> list[str]:
+    """The CPU flags a llama.cpp build needs, from its system_info ('CPU : AVX = 1 | ...')."""
+    out = []
+    for part in system_info.replace("CPU :", "|").split("|"):
+        name, sep, value = part.partition("=")
+        if sep and value.strip() == "1" and name.strip() in COMPILED_FLAG:
+            out.append(COMPILED_FLAG[name.strip()])
+    return out
+
+
+def cpu_contradiction(prov: dict) -> str | None:
+    """The first field of a provenance record that contradicts its own CPU, or None: the
+    stored flag list against its sha256 (``cpu.fingerprint.flags``), the SIMD flags against
+    the flag list, and the instruction sets the llama.cpp build ran (``llama_cpp.system_info``)
+    or was built for (``llama_cpp.build.cpu.features``) against the SIMD flags: a build that
+    ran on this machine used only instructions its CPU has."""
+    cpu = prov.get("cpu") or {}
+    fp, simd = cpu.get("fingerprint") or {}, set(cpu.get("simd_flags") or [])
+    if "flags" in fp and _digest(list(fp["flags"])) != fp.get("flags_sha256"):
+        return "field cpu.fingerprint.flags does not hash to cpu.fingerprint.flags_sha256"
+    if "flags" in fp and not simd <= set(fp["flags"]):
+        return (f"field cpu.simd_flags holds {sorted(simd - set(fp['flags']))[0]}, "
+                "which cpu.fingerprint.flags lacks")
+    if not simd:
+        return None
+    llama = prov.get("llama_cpp") or {}
+    needs = {"llama_cpp.system_info": compiled_flags(llama.get("system_info") or ""),
+             "llama_cpp.build.cpu.features": [f for f in ((llama.get("build") or {}).get("cpu") or {}).get(
+                 "features") or [] if f.startswith(SIMD_PREFIXES)]}
+    for field, flags in needs.items():
+        missing = [f for f in flags if f not in simd]
+        if missing:
+            return (f"field {field} says the llama.cpp build used {missing[0]}, which cpu.simd_flags "
+                    "lacks: the build did not run on the CPU this record names")
+    return None
 
 
 def identity_differences(a: dict, b: dict) -> list[str]:

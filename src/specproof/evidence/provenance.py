@@ -13,7 +13,7 @@ from importlib import metadata
 from pathlib import Path
 
 from ..load import load_average, usable_cores
-from .fingerprint import cpu_fingerprint
+from .fingerprint import SIMD_PREFIXES, cpu_fingerprint
 
 PACKAGES = ("torch", "transformers", "accelerate", "llama-cpp-python", "numpy", "scipy", "pandas",
             "pyarrow", "gguf", "snakemake", "matplotlib", "typst", "specproof")
@@ -40,7 +40,7 @@ def cpu_info() -> dict:
             info["model"] = val.strip()
         elif key == "flags" and "flags" not in info:
             flags = val.split()
-            info["simd_flags"] = sorted(f for f in flags if f.startswith(("avx", "amx", "fma", "f16c", "sse4")))
+            info["simd_flags"] = sorted(f for f in flags if f.startswith(SIMD_PREFIXES))
     if "model" not in info and sys.platform == "darwin":
         info["model"] = _run(["sysctl", "-n", "machdep.cpu.brand_string"])
     mem = _read("/proc/meminfo")

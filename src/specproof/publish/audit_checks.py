@@ -91,7 +91,9 @@ def format_line(set_id: str, manifest: dict) -> str | None:
 def check_provenance(manifest: dict, dest: Path, set_id: str) -> None:
     """provenance.json is the provenance the manifest was frozen from: its git commit and
     dirty flag equal the manifest's ``git``, its sha256 the manifest's
-    ``provenance_sha256``; the manifest's study (and machine, where recorded) is the set's."""
+    ``provenance_sha256``; the record does not contradict its own CPU
+    (``fingerprint.cpu_contradiction``); the manifest's study (and machine, where recorded)
+    is the set's."""
     prov, path = read_json(dest / "provenance.json"), dest / "provenance.json"
     for field in ("commit", "dirty"):
         have, want = (prov.get("git") or {}).get(field), (manifest.get("git") or {}).get(field)
@@ -101,6 +103,10 @@ def check_provenance(manifest: dict, dest: Path, set_id: str) -> None:
     if manifest.get("provenance_sha256") != manifest["files"]["provenance.json"]["sha256"]:
         raise SpecproofError(f"{dest / 'manifest.json'}: field provenance_sha256 is not the sha256 of "
                              f"the provenance.json it lists")
+    from ..evidence.fingerprint import cpu_contradiction
+    contradiction = cpu_contradiction(prov)
+    if contradiction:
+        raise SpecproofError(f"{path}: {contradiction}")
     study, machine = split_set(set_id)
     for field, want in (("study", study), ("machine", machine)):
         if field in manifest and manifest[field] != want:
@@ -126,26 +132,54 @@ def check_qualification_q(dest: Path, reference: pd.DataFrame) -> None:
             f"(qualification.{r['target']}.{r['verify_mode']}.matched)")
 
 
-def check_qualification_twins(dest: Path) -> None:
+def check_qualification_twins(dest: Path, set_id: str) -> str | None:
     """Every batched qualification run with a twin in the timed grid (runs.parquet: the
     same target and draft, prompt and K, fixed policy, greedy, batched) decoded the twin's
     ids: one deterministic computation run twice. So Q cannot be moved by editing the
-    qualification ids (and ids_equal to match) alone."""
+    qualification ids (and ids_equal to match) alone. Returns the report line naming how
+    many batched qualification runs have no twin (those are held only by the set's seals:
+    a set whose qualification K is not in its grid for that target), None when all have."""
     qual = read_parquet(dest / "qualification.parquet")
     if qual.empty or "ids" not in qual:
-        return
+        return None
     runs = read_parquet(dest / "runs.parquet")
     grid = runs[(runs["path"] == "speculative") & (runs["policy"] == "fixed") & (runs["verify_mode"] == "batched")
                 & (runs["temperature"] == 0)]
     keys = ["target", "draft", "prompt_id", "k"]
-    both = qual[qual["verify_mode"] == "batched"].reset_index().merge(
-        grid[keys + ["ids", "run_id"]], on=keys, suffixes=("", "_grid"))
+    batched = qual[qual["verify_mode"] == "batched"].reset_index()
+    both = batched.merge(grid[keys + ["ids", "run_id"]], on=keys, suffixes=("", "_grid"))
     for r in both.itertuples():
         if list(r.ids) != list(r.ids_grid):
             raise SpecproofError(f"{dest / 'qualification.parquet'}: field ids of row {r.index} ({r.target} batched "
                                  f"{r.prompt_id} rep {r.rep}) differ from its twin's in runs.parquet ({r.run_id}), "
                                  "the same greedy batched computation (qualification."
                                  f"{r.target}.batched.matched)")
+    untwinned = len(batched) - both["index"].nunique()
+    if untwinned:
+        return (f"{set_id}: {untwinned} of {len(batched)} batched qualification runs have no twin in the timed "
+                "grid (their K is not in the grid for their target): their ids are held by the seals alone")
+    return None
+
+
+def check_margins(dest: Path, reference: pd.DataFrame) -> None:
+    """margins.parquet, where the set holds it, scores exactly the first divergences of the
+    greedy runs' and the qualification's ids from the sealed reference (``divergences``):
+    a run whose ids were rewritten to the reference leaves its margin row behind, and a
+    divergence written in leaves none."""
+    from ..evidence.reference import divergences
+    if not (dest / "margins.parquet").is_file():
+        return
+    want = divergences(read_parquet(dest / "runs.parquet"), read_parquet(dest / "qualification.parquet"), reference)
+    have = read_parquet(dest / "margins.parquet")
+    key = lambda df: {(r.target, r.prompt_id, int(r.index)) for r in df.itertuples()}  # noqa: E731
+    extra, missing = sorted(key(have) - key(want)), sorted(key(want) - key(have))
+    if extra:
+        raise SpecproofError(f"{dest / 'margins.parquet'}: row {extra[0]} scores a divergence that no greedy run "
+                             "or qualification run of runs.parquet and qualification.parquet has from the sealed "
+                             "reference (agreement.parquet's top2_margin)")
+    if missing:
+        raise SpecproofError(f"{dest / 'margins.parquet'}: field top2_margin is missing for the divergence "
+                             f"{missing[0]} of runs.parquet or qualification.parquet from the sealed reference")
 
 
 def check_prediction_live(dest: Path) -> None:
@@ -288,7 +322,8 @@ def audit_records(set_id: str, manifest: dict, dest: Path):
     check_time_chain(dest, manifest)
     reference = check_seal(dest / "reference.parquet", dest / "reference.seal.json")
     check_qualification_q(dest, reference)
-    check_qualification_twins(dest)
+    check_margins(dest, reference)
+    twins = check_qualification_twins(dest, set_id)
     check_prediction_live(dest)
     check_run_timings(dest)
     check_run_identities(dest, reference)
@@ -298,5 +333,5 @@ def audit_records(set_id: str, manifest: dict, dest: Path):
     check_pit_prefixes(dest)
     a = analyze(dest)
     check_derived(dest, a, fmt)
-    line = format_line(set_id, manifest)
-    return a, [line] if line else []
+    lines = [format_line(set_id, manifest), twins]
+    return a, [line for line in lines if line]

@@ -290,9 +290,9 @@ def audit_unread_sets(studies: list[str], manifests: Path, config: Path | None) 
             raise SpecproofError(f"{config}: field retired/pending: {set_id} is not frozen under {manifests}")
         manifest = verify_hashes(manifests, set_id)
         committed = committed_manifest_line(set_dir(manifests, set_id), set_id)
-        audit_records(set_id, manifest, set_dir(manifests, set_id))
-        report += [committed, f"{set_id} (not read by the paper): {len(manifest['files'])} frozen files match "
-                   "their sha256, and its records match their recomputation"]
+        _, lines = audit_records(set_id, manifest, set_dir(manifests, set_id))
+        report += [committed, *lines, f"{set_id} (not read by the paper): {len(manifest['files'])} frozen files "
+                   "match their sha256, and its records match their recomputation"]
     return report
 
 
