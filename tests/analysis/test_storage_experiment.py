@@ -57,13 +57,23 @@ def test_map_points_place_each_configuration_at_its_own_ratios():
     assert (pair, config) == ("t+d", "K2") and alpha.tolist() == [0.9, 0.8]
 
 
-def test_a_draft_not_timed_alone_and_a_call_size_not_measured_are_not_mapped():
+def test_a_call_size_not_measured_is_not_mapped():
     cc, micro, speedups = _records(v=(100.0, 115.0))  # v(3) missing: K = 2 cannot be placed
     assert map_points(cc, micro, speedups)["k"].tolist() == [1]
-    cc, micro, speedups = _records()
-    assert map_points(cc, micro[micro["role"] == "target"], speedups).empty  # an n-gram-like draft
     with pytest.raises(ValueError, match="no greedy fixed-K configuration"):
-        map_alpha(cc, map_points(cc, micro[micro["role"] == "target"], speedups))
+        map_alpha(cc, map_points(cc[cc["k"] == 2], micro[micro["B"] == 1], speedups))
+
+
+def test_a_draft_not_timed_alone_is_mapped_at_its_drafting_time_in_the_runs():
+    """An n-gram drafter has no micro-benchmark: its draft ratio is config_costs' draft_ms
+    (its drafting time per drafted position in the timed runs) over v(1)."""
+    cc, micro, speedups = _records()
+    cc["draft_ms"] = 0.5
+    timed = map_points(cc, micro, speedups).set_index("k")
+    free = map_points(cc, micro[micro["role"] == "target"], speedups).set_index("k")
+    assert set(timed["draft_timed"]) == {"isolated"} and set(free["draft_timed"]) == {"in-run"}
+    assert free.loc[2, "draft_ratio"] == pytest.approx(0.5 / 100)
+    assert free.loc[2, "verify_slope"] == timed.loc[2, "verify_slope"]
 
 
 def test_the_map_figure_is_written(tmp_path):

@@ -17,6 +17,7 @@ rule analyze:
 rule figures:
     input:
         set_records,
+        code=package_code,
     output:
         [report(f"{FIGURES}/{{set}}/{name}.png", caption=f"../report/{name}.rst", category="Figures",
                 subcategory="{set}") for name in FIGURE_NAMES],
@@ -38,6 +39,7 @@ rule figures:
 rule machines_figure:
     input:
         lambda w: [f"{records(s)}/micro.parquet" for s in head_machines()],
+        code=package_code,
     output:
         f"{FIGURES}/machines/verify_cost_machines.pdf",
         report(f"{FIGURES}/machines/verify_cost_machines.png", caption="../report/verify_cost_machines.rst",
@@ -60,6 +62,7 @@ rule machines_figure:
 rule break_even_figure:
     input:
         lambda w: [f for s in break_even_sets() for f in record_files(s)],
+        code=package_code,
     output:
         f"{FIGURES}/break_even/break_even.pdf",
         report(f"{FIGURES}/break_even/break_even.png", caption="../report/break_even.rst", category="Break-even"),

@@ -46,27 +46,31 @@ def best_predicted(alpha: np.ndarray, marginal_cost: np.ndarray | float) -> tupl
 
 
 def map_points(config_costs: pd.DataFrame, micro: pd.DataFrame, speedups: list[dict]) -> pd.DataFrame:
-    """Per greedy fixed-K configuration with a model draft timed in isolation: its target,
-    draft and K; the verify slope s_K and draft ratio r from the micro-benchmark medians;
-    b_K from its own pooled acceptance; the model speedup S_model; and its realized speedup
-    over prompts (all workloads: geometric mean, ci_low, ci_high)."""
+    """Per greedy fixed-K configuration: its target, draft and K; the verify slope s_K from
+    the target's micro-benchmark medians; the draft ratio r = c / v(1), with c the draft's
+    isolated step where the micro-benchmark timed one and otherwise (a model-free drafter:
+    n-gram lookup) its drafting time per drafted position in the timed runs, as
+    ``costs.config_costs`` takes it (``draft_timed``: 'isolated' or 'in-run'); b_K from its
+    own pooled acceptance; the model speedup S_model; and its realized speedup over prompts
+    (all workloads: geometric mean, ci_low, ci_high)."""
     cc = config_costs[(config_costs["policy"] == "fixed") & (config_costs["temperature"] == 0)]
     drafts = set(micro.loc[micro["role"] == "draft", "name"])
     realized = {(r["pair"], r["config"]): r for r in speedups if r["workload"] == "all"}
     rows = []
-    for r in cc[cc["draft"].isin(drafts)].itertuples():
+    for r in cc.itertuples():
         v = micro[(micro["role"] == "target") & (micro["name"] == r.target)].set_index("B")["median_ms"]
         k = int(r.k)
         if k + 1 not in v.index or (r.pair, r.config) not in realized:
             continue
         s = realized[(r.pair, r.config)]
         rows.append({"pair": r.pair, "config": r.config, "target": r.target, "draft": r.draft, "k": k,
+                     "draft_timed": "isolated" if r.draft in drafts else "in-run",
                      "verify_slope": float((v[k + 1] / v[1] - 1.0) / k),
                      "draft_ratio": float(r.draft_ms / v[1]),
                      "break_even_cost": break_even_cost(np.asarray(r.alpha), k),
                      "S_model": float(r.S_model), "gmean": float(s["gmean_speedup"]),
                      "ci_low": float(s["ci_low"]), "ci_high": float(s["ci_high"])})
-    out = pd.DataFrame(rows, columns=["pair", "config", "target", "draft", "k", "verify_slope", "draft_ratio",
+    out = pd.DataFrame(rows, columns=["pair", "config", "target", "draft", "k", "draft_timed", "verify_slope", "draft_ratio",
                                       "break_even_cost", "S_model", "gmean", "ci_low", "ci_high"])
     out["marginal_cost"] = out["verify_slope"] + out["draft_ratio"]
     out["realized_over_model"] = out["gmean"] / out["S_model"]
@@ -76,9 +80,12 @@ def map_points(config_costs: pd.DataFrame, micro: pd.DataFrame, speedups: list[d
 def map_alpha(config_costs: pd.DataFrame, points: pd.DataFrame) -> tuple[str, str, np.ndarray]:
     """(pair, config, alpha): the acceptance by position the map's contours are drawn at,
     that of the mapped configuration with the largest K (the longest alpha; the first such
-    in record order)."""
+    in record order), among those with a model draft timed in isolation where there are
+    any (an n-gram lookup proposes fewer than K tokens when it finds no match)."""
     if points.empty:
-        raise ValueError("no greedy fixed-K configuration with a timed model draft to map")
-    top = points.loc[points["k"].idxmax()]
+        raise ValueError("no greedy fixed-K configuration to map")
+    isolated = points[points["draft_timed"] == "isolated"]
+    pool = isolated if len(isolated) else points
+    top = pool.loc[pool["k"].idxmax()]
     row = config_costs[(config_costs["pair"] == top["pair"]) & (config_costs["config"] == top["config"])].iloc[0]
     return str(top["pair"]), str(top["config"]), np.asarray(row["alpha"], dtype=float)

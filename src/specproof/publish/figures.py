@@ -116,7 +116,7 @@ def break_even_map(points: dict[str, pd.DataFrame], alpha: np.ndarray, alpha_fro
     r_max = max(0.6, 1.25 * allp["draft_ratio"].max())
     s_grid, r_grid = np.meshgrid(np.linspace(0, s_max, 200), np.linspace(0, r_max, 200))
     best, _ = best_predicted(alpha, s_grid + r_grid)
-    fig, ax = plt.subplots(figsize=(6.4, 4.2))
+    fig, ax = plt.subplots(figsize=(6.4, 5.2))
     levels = np.arange(0.2, max(2.0, float(best.max())) + 0.2, 0.2)
     norm = matplotlib.colors.TwoSlopeNorm(vmin=levels[0], vcenter=1.0, vmax=levels[-1])
     filled = ax.contourf(s_grid, r_grid, best, levels=levels, cmap="RdBu", norm=norm, alpha=0.55)
@@ -130,19 +130,19 @@ def break_even_map(points: dict[str, pd.DataFrame], alpha: np.ndarray, alpha_fro
     ax.set_ylabel("draft step / target step, c/v(1)", fontsize=8)
     ax.text(0.01, 0.01, f"contours at the acceptance of\n{alpha_from}", transform=ax.transAxes,
             fontsize=5.5, va="bottom")
-    ax.legend(fontsize=6, loc="upper right")
+    ax.legend(fontsize=5.5, loc="upper center", bbox_to_anchor=(0.5, -0.13), ncol=2, frameon=False)
     _save(fig, out, "break_even")
 
 
 def _map_points(ax, points: dict[str, pd.DataFrame], norm) -> None:
-    """Each set's configurations on the map, one marker per (set, target); a point's K is
-    written above it, or below where the previous point of its group lies within 0.03 of
-    the slope axis (K = 2 and 6 of one target often nearly coincide)."""
-    markers = iter(("o", "s", "^", "D", "v", "P", "X", "*", "h", "<", ">", "p"))
+    """Each set's configurations on the map, one marker per (set, target, draft); a point's
+    K is written above it, or below where the previous point of its group lies within 0.03
+    of the slope axis (K = 2 and 6 of one target often nearly coincide)."""
+    markers = iter(("o", "s", "^", "D", "v", "P", "X", "*", "h", "<", ">", "p", "8", "H", "d", "1"))
     for label, p in points.items():
-        for target, g in p.groupby("target", sort=False):
+        for (target, draft), g in p.groupby(["target", "draft"], sort=False):
             ax.scatter(g["verify_slope"], g["draft_ratio"], c=g["gmean"], cmap="RdBu", norm=norm,
-                       marker=next(markers), edgecolors="k", s=40, zorder=3, label=f"{target} ({label})")
+                       marker=next(markers), edgecolors="k", s=40, zorder=3, label=f"{target}+{draft} ({label})")
             below, last = False, None
             for r in g.sort_values("verify_slope").itertuples():
                 below = last is not None and r.verify_slope - last < 0.03 and not below

@@ -525,16 +525,20 @@ def cost_numbers(a: StudyAnalysis, rows: Rows) -> None:
 
 
 def break_even_numbers(a: StudyAnalysis, rows: Rows) -> None:
-    """'breakeven.<pair>.<config>.*' per greedy fixed-K configuration with a timed model
-    draft (``breakeven.map_points``): the verify slope s_K and draft ratio r (target
-    steps), their sum (the marginal cost per drafted position), the break-even cost b_K,
-    the model speedup and realized / model (realized: geometric mean over prompts)."""
+    """'breakeven.<pair>.<config>.*' per greedy fixed-K configuration
+    (``breakeven.map_points``; ``draft_timed``: the draft step from the micro-benchmark or,
+    for a drafter without a model, from the runs' rounds): the verify slope s_K and draft
+    ratio r (target steps), their sum (the marginal cost per drafted position), the
+    break-even cost b_K, the model speedup and realized / model (realized: geometric mean
+    over prompts)."""
     from ..analysis.breakeven import map_points
     for r in map_points(a.config_costs, a.micro, a.speedups).to_dict(orient="records"):
-        attrs = {"k": r["k"], "target": r["target"], "draft": r["draft"]}
+        attrs = {"k": r["k"], "target": r["target"], "draft": r["draft"], "draft_timed": r["draft_timed"]}
         put = rows.at("breakeven", attrs, pair=r["pair"], config=r["config"])
-        for term in ("verify_slope", "draft_ratio", "marginal_cost", "break_even_cost"):
-            put(term, r[term], "target steps", "micro.parquet")
+        draft_from = "micro.parquet" if r["draft_timed"] == "isolated" else "rounds.parquet"
+        for term, source in (("verify_slope", "micro.parquet"), ("draft_ratio", draft_from),
+                             ("marginal_cost", draft_from), ("break_even_cost", "rounds.parquet")):
+            put(term, r[term], "target steps", source)
         put("S_model", r["S_model"], "x", "rounds.parquet")
         put("realized_over_model", r["realized_over_model"], "x", "runs.parquet")
 
