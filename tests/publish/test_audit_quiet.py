@@ -1,0 +1,41 @@
+"""The audit's timing checks compare only runs timed on a quiet machine."""
+import pandas as pd
+import pytest
+
+from specproof.errors import SpecproofError
+from specproof.load import BUSY_SHARE
+from specproof.publish.audit_anchors import _prefill_consistency, quiet_runs
+
+
+def _runs(spec_prefill_ms: float, share: float | None) -> pd.DataFrame:
+    """Two prompts, each with two target-only runs (prefill 10 ms) and one speculative run
+    whose prefill is ``spec_prefill_ms``, the speculative runs at other_cpu_share ``share``."""
+    rows = []
+    for prompt in ("p0", "p1"):
+        for rep in (0, 1):
+            rows.append(dict(pair="t+d", config="target-only", path="target", prompt_id=prompt,
+                             prefill_ns=10_000_000, decode_ns=50_000_000, other_cpu_share=0.01))
+        rows.append(dict(pair="t+d", config="K2", path="speculative", prompt_id=prompt,
+                         prefill_ns=int(spec_prefill_ms * 1e6), decode_ns=40_000_000, other_cpu_share=share))
+    return pd.DataFrame(rows)
+
+
+def test_a_quiet_configuration_like_its_pair_passes(tmp_path):
+    _prefill_consistency(tmp_path, _runs(11.0, 0.02))
+
+
+def test_a_quiet_configuration_with_forged_prefill_is_refused(tmp_path):
+    with pytest.raises(SpecproofError, match="field prefill_ns"):
+        _prefill_consistency(tmp_path, _runs(30.0, 0.02))
+
+
+def test_runs_timed_while_busy_are_not_compared(tmp_path):
+    runs = _runs(30.0, BUSY_SHARE + 0.3)  # another process slowed them by an unrecorded amount
+    assert len(quiet_runs(runs)) == 4
+    _prefill_consistency(tmp_path, runs)
+
+
+def test_runs_without_a_recorded_share_count_as_quiet():
+    runs = _runs(11.0, None)
+    assert len(quiet_runs(runs)) == len(runs)
+    assert len(quiet_runs(runs.drop(columns="other_cpu_share"))) == len(runs)
