@@ -551,25 +551,24 @@ def _rounds_merged(d):
 
 
 def _diverged_ids_to_reference(d):
-    """Forger, Q: a greedy run that left the sealed reference has its ids rewritten to the
-    reference's (a divergence no other run shares), so Q would count it as kept."""
-    from specproof.evidence.reference import divergences
+    """Forger, Q: every greedy grid run that left the sealed reference at one divergence
+    (target, prompt, position) no qualification run shares has its ids and text rewritten
+    to the reference's, so Q would count them as kept; margins.parquet still scores it."""
+    from specproof.evidence.reference import divergences, first_divergence
     from specproof.records import check_seal
     runs, qual = read_parquet(d / "runs.parquet"), read_parquet(d / "qualification.parquet")
     ref = check_seal(d / "reference.parquet", d / "reference.seal.json")
-    want = {(r.target, r.prompt_id): list(r.ids) for r in ref.itertuples()}
-    greedy = runs[runs["temperature"] == 0]
-    counts = {}
-    for r in list(greedy.itertuples()) + list(qual.itertuples()):
-        if list(r.ids) != want[(r.target, r.prompt_id)]:
-            counts[(r.target, r.prompt_id)] = counts.get((r.target, r.prompt_id), 0) + 1
-    # a greedy grid run that is the only run of its target and prompt to leave the reference
-    lone = divergences(greedy, qual.iloc[:0], ref)
-    lone = next((t, p) for t, p in zip(lone["target"], lone["prompt_id"]) if counts[(t, p)] == 1)
-    i = next(i for i, r in greedy.iterrows() if (r["target"], r["prompt_id"]) == lone and list(r["ids"]) != want[lone])
-    runs.at[i, "ids"] = want[lone]
+    want = {(r.target, r.prompt_id): r for r in ref.itertuples()}
+    in_qual = {tuple(r) for r in divergences(runs.iloc[:0], qual, ref).itertuples(index=False)}
+    key = next(k for k in divergences(runs, qual.iloc[:0], ref).itertuples(index=False) if tuple(k) not in in_qual)
+    t, p, at = key
+    hit = [i for i, r in runs[runs["temperature"] == 0].iterrows()
+           if (r["target"], r["prompt_id"]) == (t, p) and list(r["ids"]) != list(want[(t, p)].ids)
+           and first_divergence([int(x) for x in r["ids"]], [int(x) for x in want[(t, p)].ids]) == at]
+    for i in hit:
+        runs.at[i, "ids"], runs.at[i, "text"] = list(want[(t, p)].ids), want[(t, p)].text
     write_parquet(runs, d / "runs.parquet")
-    return {}, ["margins.parquet", "scores a divergence that no greedy run"]
+    return {}, ["rounds.parquet", "field drafted", "runs.parquet"]  # the rounds still hold the old ids
 
 
 def _spec_ids_apart(d):

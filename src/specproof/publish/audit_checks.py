@@ -311,8 +311,8 @@ def _same(x, y, where: str = "") -> bool:
 def audit_records(set_id: str, manifest: dict, dest: Path):
     """Everything above for one set, cheapest first: records, provenance (and the seals'
     hashes of it and of the prompts), the chain of recorded times, Q's stored flags and P's
-    copied ids (against the sealed reference and predictions), the identities of every run
-    and PIT row, then the analysis and the derived files. Returns (the set's analysis,
+    copied ids (against the sealed reference and predictions), the identities of every run,
+    the margins of its divergences, the PIT rows, then the analysis and the derived files. Returns (the set's analysis,
     report lines)."""
     from ..analysis.analyze import analyze
     from ..records import check_seal
@@ -322,11 +322,11 @@ def audit_records(set_id: str, manifest: dict, dest: Path):
     check_time_chain(dest, manifest)
     reference = check_seal(dest / "reference.parquet", dest / "reference.seal.json")
     check_qualification_q(dest, reference)
-    check_margins(dest, reference)
     twins = check_qualification_twins(dest, set_id)
     check_prediction_live(dest)
     check_run_timings(dest)
     check_run_identities(dest, reference)
+    check_margins(dest, reference)
     check_micro_medians(dest)
     check_pit_bounds(dest)
     check_pit_draws(dest)
