@@ -4,10 +4,13 @@ Other processes' CPU time over a block = (all CPUs' busy time from /proc/stat) -
 process's own CPU time, os.times), in seconds; its share = other CPU time / (wall time x
 usable cores). A share above ``BUSY_SHARE`` means other work took a noticeable part of
 the CPUs the timing assumed it had. Linux only: elsewhere the share is None (not recorded).
+A stage also says it is alive (``heartbeat``) and ends with the job that started it
+(``end_with_parent``).
 """
 from __future__ import annotations
 
 import os
+import signal
 import sys
 import time
 from contextlib import contextmanager
@@ -85,6 +88,26 @@ def warn_if_busy(what: str, shares: list) -> None:
     line = busy_warning(what, shares)
     if line:
         print(line, file=sys.stderr)
+
+
+PR_SET_PDEATHSIG = 1  # prctl(2) option: the signal this process gets when its parent exits
+
+
+def end_with_parent(sig: int = signal.SIGTERM) -> bool:
+    """Ask Linux to send ``sig`` to this process when the process that started it exits
+    (prctl PR_SET_PDEATHSIG), so a stage whose job shell is killed (SIGKILL leaves no
+    handler a chance) ends with it instead of decoding on, orphaned, beside the next
+    run's timing. If the parent is already gone, send ``sig`` now. True where set; False
+    off Linux or where prctl refuses (the stage then runs as before)."""
+    if not sys.platform.startswith("linux"):
+        return False
+    import ctypes
+    parent = os.getppid()
+    if ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, int(sig), 0, 0, 0) != 0:
+        return False
+    if os.getppid() != parent:  # the parent exited before the request took effect
+        os.kill(os.getpid(), sig)
+    return True
 
 
 HEARTBEAT_S = 10.0  # a long stage says it is alive at least this often (seconds)

@@ -14,6 +14,8 @@ def cmd_stage(a) -> int:
     from ..analysis.analyze import stage_analyze
     from ..evidence.stages import run_stage
     from ..limits import check, output_dir
+    from ..load import end_with_parent
+    end_with_parent()  # a killed job's stage ends with it
     results = output_dir(a.results, "--results")
     model_dir = a.model_dir and output_dir(a.model_dir, "--model-dir").resolve()
     if a.seed is not None:
