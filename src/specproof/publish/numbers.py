@@ -28,6 +28,7 @@ from ..analysis.costs import micro_medians
 from ..analysis.statistics import simulated_coverage, tied_with_best
 from ..evidence.pit import CHI2_BINS
 from ..records import json_scalar
+from .manifests import split_set
 
 
 INDICATIVE_BELOW_PCT = 90  # a set whose intervals cover less than this makes no claims
@@ -123,7 +124,7 @@ def study_numbers(a: StudyAnalysis, manifest_sha256: str | None, prefix: str | N
     stats = rows.at("stats")
     stats("verdicts_indicative", indicative, "bool", "runs.parquet")
     stats("indicative_below_pct", INDICATIVE_BELOW_PCT, "%", "src/specproof/publish/numbers.py")
-    rows.at("machine")("label", s.partition("@")[2] or "this machine", "text", "manifest.json")
+    rows.at("machine")("label", split_set(s)[1] or "this machine", "text", "manifest.json")
 
     def judge(lo, hi) -> str:
         return verdict(lo, hi, indicative)
