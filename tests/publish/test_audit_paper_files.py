@@ -67,3 +67,20 @@ def test_the_committed_config_lists_or_retires_every_frozen_set():
     from specproof.study.config import load_config
     root = Path(__file__).resolve().parents[2]
     check_every_set_listed(root / "manifests", load_config(root / "config/config.yaml"), root / "config/config.yaml")
+
+
+def test_a_figure_its_records_do_not_draw_fails_the_audit(tmp_path):
+    """A forger who swaps a figure and rebuilds the PDF with it keeps the PDF check whole;
+    the figure redrawn from the frozen records does not match it."""
+    from specproof.analysis.analyze import analyze
+    from specproof.publish.manifests import _audit_figures, set_dir
+    from specproof.study.config import load_config
+    head = load_config(ROOT / "config" / "config.yaml")["studies"][0]
+    analysis = analyze(set_dir(ROOT / "manifests", head))
+    shown = tmp_path / "figures"
+    shutil.copytree(ROOT / "figures" / head, shown)
+    args = {"figures": shown}
+    assert _audit_figures([head], ROOT / "manifests", None, analysis, args)[0].startswith("figures: ")
+    shutil.copy(shown / "acceptance.png", shown / "speedup_vs_k.png")
+    with pytest.raises(SpecproofError, match=r"speedup_vs_k\.png: .*(pixels differ|pixels, but its records draw)"):
+        _audit_figures([head], ROOT / "manifests", None, analysis, args)

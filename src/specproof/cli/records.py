@@ -64,11 +64,12 @@ def cmd_figures(a) -> int:
 def cmd_machines_figure(a) -> int:
     from ..limits import output_dir
     from ..publish.figures import machines_verify_cost
+    from ..publish.manifests import split_set
     from ..records import read_parquet
     if len(a.sets) != len(a.records):
         raise SpecproofError("--records: give one record directory per --sets entry")
     out = output_dir(a.out, "--out")  # the figure's directory: verify_cost_machines.{pdf,png}
-    machines_verify_cost({s.partition("@")[2] or s: read_parquet(Path(r) / "micro.parquet")
+    machines_verify_cost({split_set(s)[1] or s: read_parquet(Path(r) / "micro.parquet")
                           for s, r in zip(a.sets, a.records)}, out)
     print(f"{a.out}: written")
     return 0

@@ -222,3 +222,34 @@ def make_all(a: StudyAnalysis, records: Path, out: Path) -> None:
     if "u_ratio" in spec:
         orders["q/p-ratio order"] = spec["u_ratio"]
     pit_histogram({t: u.to_numpy() for t, u in orders.items()}, out)
+
+
+# A redrawn figure matches the one a paper shows when at most PIXEL_SHARE of its pixels
+# differ by more than PIXEL_STEP (of full scale) in some channel: floating-point noise in
+# the analysis may move an antialiased edge by a pixel, a figure drawn from other records
+# or another figure moves far more.
+PIXEL_STEP, PIXEL_SHARE = 0.1, 0.001
+
+
+def redraw_error(shown: Path, draw) -> str | None:
+    """None when every PNG that ``draw(out)`` makes in a temporary directory is in
+    ``shown`` with the same size and the same pixels (within PIXEL_STEP on all but
+    PIXEL_SHARE of them); else one line naming the shown file and how it differs."""
+    import tempfile
+
+    from matplotlib.image import imread
+    with tempfile.TemporaryDirectory() as tmp:
+        draw(Path(tmp))
+        for png in sorted(Path(tmp).glob("*.png")):
+            have = Path(shown) / png.name
+            if not have.is_file():
+                return f"{have}: missing, though its records draw {png.name}"
+            a, b = imread(have), imread(png)
+            if a.shape != b.shape:
+                return (f"{have}: {a.shape[1]}x{a.shape[0]} pixels, but its records draw "
+                        f"{b.shape[1]}x{b.shape[0]}")
+            share = float((np.abs(a - b).max(axis=-1) > PIXEL_STEP).mean())
+            if share > PIXEL_SHARE:
+                return (f"{have}: {share:.1%} of its pixels differ from the figure its records draw; "
+                        "the paper shows a figure its records do not make")
+    return None

@@ -271,7 +271,29 @@ def audit(studies: list[str], manifests: Path, numbers_path: Path,
         report.append(f"cited: {len(rows)} cited figures and goals match {numbers_path} and {cited}")
     _check_all_recomputed(numbers, recomputed, numbers_path)
     report.append(f"numbers: all {len(numbers)} rows of {numbers_path} recomputed")
+    if pdf is not None:
+        report += _audit_figures(studies, manifests, config, analyses[studies[0]], pdf)
     return report + _audit_paper_files(cited, seeds, pdf)
+
+
+def _audit_figures(studies: list[str], manifests: Path, config: Path | None, head, pdf: dict) -> list[str]:
+    """Report lines for the figures the PDF is built with: the head set's (``pdf``'s
+    figures) and the break-even map (its map_figures, when ``config`` lists these studies
+    and break_even sets), each redrawn from the frozen records and compared pixel by pixel
+    (``figures.redraw_error``); the first difference raises."""
+    from ..study.config import load_config
+    from .figures import break_even_figure, make_all, redraw_error
+    shown = Path(pdf["figures"])
+    draws = [(shown, lambda out: make_all(head, set_dir(manifests, studies[0]), out))]
+    cfg = load_config(Path(config)) if config is not None and Path(config).is_file() else None
+    if cfg is not None and list(cfg["studies"]) == list(studies) and cfg.get("break_even"):
+        sets = {s: set_dir(manifests, s) for s in cfg["break_even"]}
+        draws.append((Path(pdf.get("map_figures") or shown), lambda out: break_even_figure(sets, out)))
+    for where, draw in draws:
+        error = redraw_error(where, draw)
+        if error:
+            raise SpecproofError(error)
+    return [f"figures: {', '.join(str(w) for w, _ in draws)} match their redraw from the frozen records"]
 
 
 def audit_unread_sets(studies: list[str], manifests: Path, config: Path | None) -> list[str]:
