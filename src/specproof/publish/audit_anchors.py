@@ -307,6 +307,31 @@ def _prefill_consistency(dest: Path, runs: pd.DataFrame) -> None:
         raise SpecproofError(f"{path}: field prefill_ns: {pair}'s speculative runs prefill a median "
                              f"{floor[pair]:.2f}x its target-only runs on the same prompts, though they prefill the "
                              "same target (and the draft)")
+    _model_free_prefill(path, spec, model_free_drafts(dest))
+
+
+def model_free_drafts(dest: Path) -> set[str]:
+    """The drafts of the set's config (provenance.json) that run no model (n-gram lookup)."""
+    from ..records import read_json
+    drafts = read_json(dest / "provenance.json")["study"]["config"].get("drafts") or {}
+    return {name for name, spec in drafts.items() if spec.get("kind") == "ngram"}
+
+
+def _model_free_prefill(path: Path, spec: pd.DataFrame, free: set[str]) -> None:
+    """A draft that runs no model prefills nothing of its own, so a pair's speculative runs
+    prefill a median of at most 1 / PREFILL_SPEC_FLOOR times the same prompts' target-only
+    runs, the floor's mirror (decode time moved into the prefill of every speculative
+    configuration of a pair moves this ratio, not the per-configuration band). Per pair,
+    not per configuration: one configuration of an honest quick-tier set reached 1.24x,
+    its pair 0.97x."""
+    own = spec[spec["draft"].isin(free)]
+    ratio = (own["prefill_ns"] / own["target_prefill_ns"]).groupby(own["pair"]).median()
+    high = ratio[ratio > 1 / PREFILL_SPEC_FLOOR]
+    if len(high):
+        pair, r = high.index[0], high.iloc[0]
+        raise SpecproofError(f"{path}: field prefill_ns: {pair}'s speculative runs prefill a median {r:.2f}x the "
+                             "target-only runs of the same prompts, though its draft runs no model and "
+                             f"prefills nothing (at most {1 / PREFILL_SPEC_FLOOR:.2f}x)")
 
 
 # a run's unaccounted wall time (the next run's start - its start - prefill - decode), ms:
