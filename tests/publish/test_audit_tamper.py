@@ -571,6 +571,22 @@ def _diverged_ids_to_reference(d):
     return {}, ["rounds.parquet", "field drafted", "runs.parquet"]  # the rounds still hold the old ids
 
 
+def _ngram_rejected_draft(d):
+    """Forger, acceptance: in a fixed-K n-gram run, a rejected draft rewritten to another
+    token (not the committed correction), so the rounds still replay the run's ids; only
+    the lookup, re-run on the same context, proposes otherwise."""
+    runs, rounds = read_parquet(d / "runs.parquet"), read_parquet(d / "rounds.parquet")
+    ngram = set(runs.loc[(runs["draft"] == "ngram") & (runs["policy"] == "fixed"), "run_id"])
+    rows = rounds[rounds["run_id"].isin(ngram) & (rounds["accepted"] < rounds["drafted"].map(len))]
+    i = rows.index[0]
+    drafted = [int(x) for x in rounds.at[i, "drafted"]]
+    a = int(rounds.at[i, "accepted"])
+    drafted[a] += 1  # not the correction here: the audit would then name the greedy rejection
+    rounds.at[i, "drafted"] = drafted
+    write_parquet(rounds, d / "rounds.parquet")
+    return {}, ["rounds.parquet", f"row {i}, field drafted", "n-gram lookup"]
+
+
 def _spec_ids_apart(d):
     """A speculative run's ids changed at a position where its rounds accepted a draft
     (its text and token count left alone: nothing compares them with a reference)."""
@@ -619,7 +635,7 @@ def _greedy_correction_drafted(d):
 
 @pytest.mark.parametrize("tamper", [_ids_cut, _fewer_tokens, _text_apart, _text_equal_off, _micro_median, _start_erased,
                                     _reserved_dropped, _workload_relabelled, _target_only_apart, _accepted_raised,
-                                    _pit_draws_moved, _rounds_merged, _spec_ids_apart, _diverged_ids_to_reference,
+                                    _pit_draws_moved, _rounds_merged, _spec_ids_apart, _diverged_ids_to_reference, _ngram_rejected_draft,
                                     _mean_accepted_raised, _greedy_correction_drafted],
                          ids=lambda f: f.__name__.strip("_"))
 def test_a_run_unlike_its_own_identities_fails_the_audit(copy, capsys, cached, tamper):

@@ -385,6 +385,7 @@ def check_run_identities(dest: Path, reference: pd.DataFrame) -> None:
     runs, rounds = read_parquet(dest / "runs.parquet"), read_parquet(dest / "rounds.parquet")
     _token_counts(dest, runs, rounds)
     _rounds_replay_ids(dest, runs, rounds)
+    _ngram_drafts(dest, runs, rounds, reference)
     _reference_identities(dest, runs, reference)
     prompts = {p["id"]: p for p in map(json.loads, (dest / "prompts.jsonl").read_text().splitlines()) if p}
     given = runs["prompt_id"].map(lambda i: prompts.get(i, {}).get("workload"))
@@ -439,6 +440,35 @@ def _rounds_replay_ids(dest: Path, runs: pd.DataFrame, rounds: pd.DataFrame) -> 
     bad = want.notna() & ~np.isclose(spec["mean_accepted"], want, rtol=1e-9, atol=0)
     _identity_error(dest / "runs.parquet", spec, bad, "mean_accepted", want,
                     "its rounds' mean accepted (rounds with k > 0) in rounds.parquet")
+
+
+def _ngram_drafts(dest: Path, runs: pd.DataFrame, rounds: pd.DataFrame, reference: pd.DataFrame) -> None:
+    """A fixed-K run drafted by n-gram lookup drafts what the lookup proposes: at each round,
+    ``NGramDrafter(max_ngram, min_ngram).propose(prompt ids + the run's ids so far, k)`` with
+    k = min(K, max_new_tokens - ids so far - 1), the loop's request (the config's drafter in
+    provenance.json, the prompt ids in the sealed reference). The lookup is deterministic, so
+    ids or rounds rewritten without re-running it leave a round it would not have drafted."""
+    from ..decode.drafters import NGramDrafter
+    from ..records import read_json
+    cfg = read_json(dest / "provenance.json")["study"]["config"]
+    specs = {n: d for n, d in (cfg.get("drafts") or {}).items() if d.get("kind") == "ngram"}
+    own = runs[(runs["path"] == "speculative") & runs["draft"].isin(specs) & (runs["policy"] == "fixed")]
+    if own.empty or "drafted" not in rounds or "prompt_ids" not in reference:
+        return
+    prompt = {(r.target, r.prompt_id): [int(x) for x in r.prompt_ids] for r in reference.itertuples()}
+    max_new, path = int(cfg["settings"]["max_new_tokens"]), dest / "rounds.parquet"
+    by_run = dict(list(rounds[rounds["run_id"].isin(own["run_id"])].sort_values("round").groupby("run_id")))
+    for r in own.itertuples():
+        spec, ids, p = specs[r.draft], [int(x) for x in r.ids], 0
+        lookup = NGramDrafter(max_ngram=spec.get("max_ngram", 3), min_ngram=spec.get("min_ngram", 1))
+        for i, drafted, committed in zip(by_run[r.run_id].index, by_run[r.run_id]["drafted"],
+                                         by_run[r.run_id]["committed"]):
+            k = max(0, min(int(r.k), max_new - p - 1))
+            want = lookup.propose(prompt[(r.target, r.prompt_id)] + ids[:p], k).tokens if k else []
+            if [int(x) for x in drafted] != want:
+                raise SpecproofError(f"{path}: row {i}, field drafted is {_short(drafted)}, but n-gram lookup on the "
+                                     f"prompt and the run's first {p} ids proposes {_short(want)} (k = {k})")
+            p += int(committed)
 
 
 def _greedy_rejection(path: Path, row, greedy: bool, drafted, accepted: int, committed: int, out, p: int) -> None:
