@@ -458,11 +458,10 @@ def _ngram_drafts(dest: Path, runs: pd.DataFrame, rounds: pd.DataFrame, referenc
     prompt = {(r.target, r.prompt_id): [int(x) for x in r.prompt_ids] for r in reference.itertuples()}
     max_new, path = int(cfg["settings"]["max_new_tokens"]), dest / "rounds.parquet"
     by_run = dict(list(rounds[rounds["run_id"].isin(own["run_id"])].sort_values("round").groupby("run_id")))
-    for r in own.itertuples():
-        spec, ids, p = specs[r.draft], [int(x) for x in r.ids], 0
+    for r in own[own["run_id"].isin(by_run)].itertuples():  # a run without rounds: _token_counts
+        spec, ids, p, g = specs[r.draft], [int(x) for x in r.ids], 0, by_run[r.run_id]
         lookup = NGramDrafter(max_ngram=spec.get("max_ngram", 3), min_ngram=spec.get("min_ngram", 1))
-        for i, drafted, committed in zip(by_run[r.run_id].index, by_run[r.run_id]["drafted"],
-                                         by_run[r.run_id]["committed"]):
+        for i, drafted, committed in zip(g.index, g["drafted"], g["committed"]):
             k = max(0, min(int(r.k), max_new - p - 1))
             want = lookup.propose(prompt[(r.target, r.prompt_id)] + ids[:p], k).tokens if k else []
             if [int(x) for x in drafted] != want:
