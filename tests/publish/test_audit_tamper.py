@@ -571,6 +571,14 @@ def _diverged_ids_to_reference(d):
     return {}, ["rounds.parquet", "field drafted", "runs.parquet"]  # the rounds still hold the old ids
 
 
+def _rounds_removed(d):
+    """A run's rounds deleted (its slow rounds gone from the cost decomposition)."""
+    runs, rounds = read_parquet(d / "runs.parquet"), read_parquet(d / "rounds.parquet")
+    run_id = runs.at[runs.index[runs["path"] == "speculative"][0], "run_id"]
+    write_parquet(rounds[rounds["run_id"] != run_id].reset_index(drop=True), d / "rounds.parquet")
+    return {}, ["runs.parquet", "has no rounds in rounds.parquet"]
+
+
 def _ngram_rejected_draft(d):
     """Forger, acceptance: in a fixed-K n-gram run, a rejected draft rewritten to another
     token (not the committed correction), so the rounds still replay the run's ids; only
@@ -635,7 +643,7 @@ def _greedy_correction_drafted(d):
 
 @pytest.mark.parametrize("tamper", [_ids_cut, _fewer_tokens, _text_apart, _text_equal_off, _micro_median, _start_erased,
                                     _reserved_dropped, _workload_relabelled, _target_only_apart, _accepted_raised,
-                                    _pit_draws_moved, _rounds_merged, _spec_ids_apart, _diverged_ids_to_reference, _ngram_rejected_draft,
+                                    _pit_draws_moved, _rounds_merged, _spec_ids_apart, _diverged_ids_to_reference, _ngram_rejected_draft, _rounds_removed,
                                     _mean_accepted_raised, _greedy_correction_drafted],
                          ids=lambda f: f.__name__.strip("_"))
 def test_a_run_unlike_its_own_identities_fails_the_audit(copy, capsys, cached, tamper):

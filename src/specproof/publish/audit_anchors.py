@@ -394,13 +394,18 @@ def check_run_identities(dest: Path, reference: pd.DataFrame) -> None:
 
 
 def _token_counts(dest: Path, runs: pd.DataFrame, rounds: pd.DataFrame) -> None:
-    """new_tokens = len(ids) = the sum of its rounds' ``committed``, and every round but a
-    run's last commits its accepted drafts plus one token (the correction or bonus; a
+    """Every run has rounds, new_tokens = len(ids) = the sum of its rounds' ``committed``,
+    and every round but a run's last commits its accepted drafts plus one token (the correction or bonus; a
     target-only step commits one): committed = accepted + 1."""
     lengths = runs["ids"].map(len)
     _identity_error(dest / "runs.parquet", runs, runs["new_tokens"] != lengths, "new_tokens", lengths, "len(ids)")
     if "committed" not in rounds or rounds.empty:
         return
+    bare = ~runs["run_id"].isin(rounds["run_id"])
+    if bare.any():  # every live run of every frozen set has rounds: a run decodes in rounds
+        i = bare.idxmax()
+        raise SpecproofError(f"{dest / 'runs.parquet'}: row {i}, field run_id {_short(runs.at[i, 'run_id'])} has no "
+                             "rounds in rounds.parquet, though every run decodes in rounds")
     committed = runs["run_id"].map(rounds.groupby("run_id")["committed"].sum())
     bad = committed.notna() & (committed != runs["new_tokens"])
     _identity_error(dest / "runs.parquet", runs, bad, "new_tokens", committed,
