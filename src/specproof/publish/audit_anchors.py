@@ -307,14 +307,15 @@ def _prefill_consistency(dest: Path, runs: pd.DataFrame) -> None:
         raise SpecproofError(f"{path}: field prefill_ns: {pair}'s speculative runs prefill a median "
                              f"{floor[pair]:.2f}x its target-only runs on the same prompts, though they prefill the "
                              "same target (and the draft)")
-    _model_free_prefill(path, spec, model_free_drafts(dest))
+    _model_free_prefill(path, spec, set(ngram_drafts(dest)))
 
 
-def model_free_drafts(dest: Path) -> set[str]:
-    """The drafts of the set's config (provenance.json) that run no model (n-gram lookup)."""
+def ngram_drafts(dest: Path) -> dict[str, dict]:
+    """Name -> spec of the drafts in the set's config (provenance.json) that run no model
+    (n-gram lookup)."""
     from ..records import read_json
     drafts = read_json(dest / "provenance.json")["study"]["config"].get("drafts") or {}
-    return {name for name, spec in drafts.items() if spec.get("kind") == "ngram"}
+    return {name: spec for name, spec in drafts.items() if spec.get("kind") == "ngram"}
 
 
 def _model_free_prefill(path: Path, spec: pd.DataFrame, free: set[str]) -> None:
@@ -455,8 +456,7 @@ def _ngram_drafts(dest: Path, runs: pd.DataFrame, rounds: pd.DataFrame, referenc
     ids or rounds rewritten without re-running it leave a round it would not have drafted."""
     from ..decode.drafters import NGramDrafter
     from ..records import read_json
-    cfg = read_json(dest / "provenance.json")["study"]["config"]
-    specs = {n: d for n, d in (cfg.get("drafts") or {}).items() if d.get("kind") == "ngram"}
+    cfg, specs = read_json(dest / "provenance.json")["study"]["config"], ngram_drafts(dest)
     own = runs[(runs["path"] == "speculative") & runs["draft"].isin(specs) & (runs["policy"] == "fixed")]
     if own.empty or "drafted" not in rounds or "prompt_ids" not in reference:
         return
