@@ -81,6 +81,15 @@ def finite_json(obj):
     return json_scalar(obj)
 
 
+MISSING = "\u2013"  # how text output shows a value that does not exist (JSON: null)
+
+
+def num(x, spec: str = ".2f") -> str:
+    """``x`` formatted by ``spec`` for one-line text outputs, or ``MISSING`` where it does
+    not exist (None, NaN), as ``strict_json`` writes null."""
+    return MISSING if x is None or x != x else format(x, spec)
+
+
 def strict_json(obj, **kwargs) -> str:
     """``obj`` as strict JSON: non-finite floats written as null (``finite_json``), and
     ``allow_nan=False`` so that one slipping past that fails loudly instead of writing a

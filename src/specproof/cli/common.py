@@ -19,7 +19,6 @@ DEFAULT_MODEL = "embedded:smollm2-q4_1"
 DEFAULT_PROMPT = ('def is_palindrome(text: str) -> bool:\n'
                   '    """Return True if text reads the same forwards and backwards,\n'
                   '    ignoring case and non-alphanumeric characters."""\n')
-MISSING = "\u2013"  # how text output shows a value that does not exist (JSON: null)
 MODEL_FIELDS = ("threads", "n_ctx", "n_batch", "n_ubatch", "n_gpu_layers")
 
 
@@ -47,20 +46,17 @@ def version() -> str:
     return f"specproof {specproof.__version__}"
 
 
-def num(x, spec: str = ".2f") -> str:
-    """``x`` formatted, or ``MISSING`` where it does not exist (None, NaN)."""
-    return MISSING if x is None or x != x else format(x, spec)
-
-
 def flag(field: str) -> str:
     return "--" + field.replace("_", "-")
 
 
-def _command(sub, name: str, func, help: str, description: str | None = None) -> argparse.ArgumentParser:
-    """The parser of subcommand ``name``, which ``func`` runs: one line of ``help`` in
-    ``specproof --help``, ``description`` (default: that line) atop its own help, every
-    option's default shown."""
+def _command(sub, name: str, runner: tuple[str, str], help: str,
+             description: str | None = None) -> argparse.ArgumentParser:
+    """The parser of subcommand ``name``, which ``runner`` runs (a module of
+    ``specproof.cli`` and its function, imported when the subcommand runs): one line of
+    ``help`` in ``specproof --help``, ``description`` (default: that line) atop its own
+    help, every option's default shown."""
     p = sub.add_parser(name, formatter_class=HelpFormatter, help=help,
                        description=description or help[0].upper() + help[1:] + ".")
-    p.set_defaults(func=func)
+    p.set_defaults(runner=runner)
     return p

@@ -18,6 +18,7 @@ from .decoding import DecodeSettings, decode_speculative, decode_target_only
 from .drafters import Drafter
 from .policies import Policy
 from ..load import warn_if_busy, watch
+from ..records import num
 
 
 def ab_compare(target: Backend, drafter: Drafter | None, prompt_ids: list[int],
@@ -73,3 +74,24 @@ def ab_compare(target: Backend, drafter: Drafter | None, prompt_ids: list[int],
         "text": spec.text,
     })
     return out
+
+
+def decode_lines(out: dict) -> list[str]:
+    """``ab_compare``'s record (``out``) in words, one line a list item: the text, the
+    target-only speed, and with a drafter the speedup, each pair's spread (one prompt:
+    run-to-run noise, not an interval), the acceptance by position and whether the ids
+    equal target-only's."""
+    lines = [out["text"], "-" * 60,
+             f"target-only: {num(out['target_tokens_per_s'], '.1f')} tok/s  ({out['new_tokens']} new tokens)"]
+    if out["draft"] is None:
+        return lines
+    alpha = ", ".join(num(x) for x in out["acceptance_by_position"])
+    lines.append(f"speculative: {num(out['speculative_tokens_per_s'], '.1f')} tok/s  speedup {num(out['speedup'])}x")
+    pairs = out.get("pair_speedups") or []
+    if len(pairs) > 1:
+        lines.append(f"speedup of each A/B pair: {min(pairs):.2f}x to {max(pairs):.2f}x over {len(pairs)} pairs "
+                     f"(one prompt: the spread is run-to-run noise, not an interval over prompts)")
+    lines.append(f"mean accepted per round {num(out['mean_accepted'])}; acceptance by position [{alpha}]")
+    if out["ids_equal_target_only"] is not None:
+        lines.append(f"ids equal target-only: {out['ids_equal_target_only']}")
+    return lines

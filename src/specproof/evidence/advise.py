@@ -46,6 +46,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 from tqdm import tqdm
 
 from ..decode.backend import Backend
@@ -56,10 +57,13 @@ from ..load import warn_if_busy, watch
 from ..decode.drafters import Drafter, ModelDrafter, NGramDrafter
 from ..decode.policies import FixedPolicy, Policy
 from ..models.loader import ModelPool
-from ..records import write_parquet
+from ..records import num, write_parquet
 from ..study.config import Study
 from ..study.workloads import interleaved_by_workload, prompt_ids, split_of
 from .micro import time_forward
+
+# advise decodes up to this many tokens per prompt (probe, confirmation and --check)
+ADVISE_TOKENS = 64
 
 
 class CyclePolicy(Policy):
@@ -104,7 +108,6 @@ def advise(target: Backend, drafter: Drafter, prompts: list[list[int]], k_max: i
     with watch() as w:
         micro = _measured_calls(target, drafter, prompts[0], k_max, repeats)
         frames = _probe_rounds(target, drafter, prompts, k_max, settings, None if budget_s is None else t0 + budget_s)
-        import pandas as pd
         rounds, micro = pd.concat(frames, ignore_index=True).assign(k_max=k_max), pd.DataFrame(micro)
         res = predict_loop(micro, rounds, k_max, future_prompts=future_prompts)
         confirm = pd.DataFrame(paired_runs(target, drafter, prompts, res["k"], settings,
@@ -119,7 +122,7 @@ def advise(target: Backend, drafter: Drafter, prompts: list[list[int]], k_max: i
     return {**res, "seconds": time.perf_counter() - t0, "other_cpu_share": w.share}
 
 
-def with_confirmation(loop: dict, confirm: "pd.DataFrame", future_prompts: int | None) -> dict:
+def with_confirmation(loop: dict, confirm: pd.DataFrame, future_prompts: int | None) -> dict:
     """``predict_loop``'s result with ``loop_predicted_speedup`` (its prediction at K*)
     and, where the confirmation ran (``confirm`` not empty), its prediction, interval,
     ``confirm_prompts`` and ``enable`` (predicted > 1) in place of the loop model's,
@@ -393,7 +396,6 @@ def realized_speedup(target: Backend, drafter: Drafter, prompts: list[list[int]]
     warn_if_busy("advise's check", [w.share])
     if records is not None:
         records += runs
-    import pandas as pd
     return realized_from_runs(pd.DataFrame(runs))
 
 
@@ -410,7 +412,6 @@ def prompt_sums(runs: "pd.DataFrame") -> np.ndarray:
     new_tokens and decode_ns of its speculative runs, then of its target-only runs."""
     cols = [runs[runs["path"] == p].groupby("prompt")[f].sum() for p in ("speculative", "target")
             for f in ("new_tokens", "decode_ns")]
-    import pandas as pd
     return pd.concat(cols, axis=1).fillna(0).sort_index().to_numpy(dtype=float)
 
 
@@ -454,7 +455,7 @@ def confirmed_prediction(runs: "pd.DataFrame", future_prompts: int | None,
             "confirm_prompts": len(sums)}
 
 
-def predicted_target_ms(micro: "pd.DataFrame", rounds: "pd.DataFrame", confirm: "pd.DataFrame") -> float:
+def predicted_target_ms(micro: "pd.DataFrame", rounds: "pd.DataFrame", confirm: pd.DataFrame) -> float:
     """The target-only ms per token behind a prediction: the confirmation's (sum decode_ns
     / sum new_tokens of its target-only runs) where it ran, else the loop model's t_T."""
     if len(confirm):
@@ -475,7 +476,6 @@ def advise_study(study: Study, prompt_set: list[dict], out: Path, micro_out: Pat
     each row with its pair, to ``micro_out`` (timed calls), ``rounds_out`` (probe rounds)
     and ``runs_out`` (the confirmation's and the check's runs, ``phase`` 'confirm' or
     'check'), the raw records the audit recomputes the summary from."""
-    import pandas as pd
     discovery, reserved = split_of(prompt_set, study.prediction["discovery_fraction"])
     pool, rows, frames = ModelPool(study), [], {"micro": [], "rounds": [], "runs": []}
     for _, pair, target in tqdm(pool.each_pair(study.pairs), total=len(study.pairs), desc="advise",
@@ -506,3 +506,50 @@ def advise_study(study: Study, prompt_set: list[dict], out: Path, micro_out: Pat
 ADVISE_COLUMNS = ("k", "predicted_speedup", "enable", "draft_to_target_ratio", "model", "predicted_low",
                   "predicted_high", "micro_predicted_speedup", "interval_unit", "probe_prompts", "future_prompts",
                   "loop_predicted_speedup", "confirm_prompts")
+
+
+def advice_lines(res: dict, target: str, check: bool) -> list[str]:
+    """``advise``'s result (``res``) in words, one line a list item: the measured costs,
+    the table of predicted speedups by K, the verdict with its prediction interval and
+    where the prediction came from, a note where the interval includes 1, and with
+    ``check`` the realized speedup against the prediction."""
+    lines = [f"target {target}: {num(res['target_ms_per_token'], '.1f')} ms/token in the loop; draft "
+             f"{num(res['draft_round_overhead_ms'], '.1f')} ms per round + {num(res['draft_step_ms'], '.1f')} "
+             f"ms per token (ratio {num(res['draft_to_target_ratio'])}); residual {num(res['residual_ms'])} ms per round",
+             "verify cost v(B) alone, ms: " + ", ".join(f"{b}:{num(v, '.1f')}" for b, v in res["verify_ms"].items())
+             + f"; in the loop x{num(res['verify_loop_ratio'])}",
+             "acceptance by position: " + ", ".join(num(x) for x in res["alpha"]),
+             " K  E[C|K]  round ms  predicted speedup"]
+    for r in res["table"]:
+        mark = "  <- best" if r["k"] == res["k"] else ""
+        lines.append(f"{r['k']:2d}  {num(r['expected_committed'], '6.2f')}  {num(r['round_ms'], '8.1f')}  "
+                     f"{num(r['predicted_speedup'], '6.2f')}x{mark}")
+    lines.append(_verdict_line(res))
+    if res["enable"] and res["predicted_low"] <= 1 or not res["enable"] and res["predicted_high"] >= 1:
+        lines.append("note: the interval includes 1: the probe cannot tell whether speculation pays here")
+    if check:
+        lines.append(_check_line(res))
+    return lines
+
+
+def _verdict_line(res: dict) -> str:
+    """The advice: enable or not, at which K, the predicted speedup and its interval, and
+    whether the prediction was measured (confirmed) or comes from the cost model."""
+    verdict = "enable speculation" if res["enable"] else "do NOT enable speculation (predicted slower)"
+    source = (f"measured on {res['confirm_prompts']} prompts at K={res['k']}; the cost model said "
+              f"{num(res['loop_predicted_speedup'])}x" if res["model"] == "confirmed" else
+              f"the cost model over {res['probe_prompts']} probe prompts")
+    return (f"advice: {verdict}, K={res['k']}, predicted {num(res['predicted_speedup'])}x "
+            f"[{num(res['predicted_low'])}, {num(res['predicted_high'])}] ({round(100 * BOOTSTRAP_LEVEL)}% "
+            f"prediction interval; {source}; micro-benchmark model {num(res['micro_predicted_speedup'])}x) "
+            f"({res['seconds']:.0f} s to measure)")
+
+
+def _check_line(res: dict) -> str:
+    """The check: the realized speedup at the advised K, the prediction's error (%), and
+    whether the interval covered it."""
+    real, low, high = res["realized_speedup"], res["predicted_low"], res["predicted_high"]
+    where = "unseen prompts" if res["check_unseen"] else "the probe's own prompts (not unseen)"
+    return (f"realized at K={res['k']} on {res['check_prompts']} {where}: {num(real)}x; predicted "
+            f"{num(res['predicted_speedup'])}x, off by {num(100 * (res['predicted_speedup'] / real - 1), '+.0f')}%; "
+            f"the interval {'covered' if low <= real <= high else 'did NOT cover'} it")

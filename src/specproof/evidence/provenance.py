@@ -9,6 +9,7 @@ import os
 import platform
 import subprocess
 import sys
+from dataclasses import asdict
 from importlib import metadata
 from pathlib import Path
 
@@ -177,6 +178,15 @@ def capture(root: Path | None = None, bandwidth: bool = False) -> dict:
         "code": code_state(root),
         **({"memory_bandwidth": memory_bandwidth()} if bandwidth else {}),
     }
+
+
+def run_provenance(target, drafter) -> dict:
+    """What one ``decode --json`` or ``advise --json`` ran on: both models' files (paths,
+    sha256) and settings (the drafter's backend; None for a model-free drafter or none),
+    and the machine and software (``capture``, git of specproof's source)."""
+    draft = getattr(drafter, "backend", None)
+    return {"target": asdict(target.info()), "draft": asdict(draft.info()) if draft else None,
+            "machine": capture(Path(__file__).resolve().parents[1])}
 
 
 def summary_line(prov: dict) -> str:

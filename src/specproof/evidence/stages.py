@@ -19,8 +19,15 @@ from ..records import check_seal, read_json, read_jsonl, read_parquet, sha256_fi
 from ..study import prompts as P
 from ..study.config import ROOT, Study, load_study
 from ..study.workloads import build_prompt_set, split_of
-from .prediction import require_seal
+from .advise import advise_study
+from .calibration import calibrate, level1, level2
+from .grid import run_grid
+from .micro import run_micro
+from .pit import score_runs
+from .prediction import require_seal, score_predictions, seal_predictions
 from .provenance import capture
+from .qualification import probe_batch_invariance, run_qualification
+from .reference import divergences, reference_rows, score_margins, seal_reference
 
 Stage = Callable[[Study, Path], None]
 
@@ -89,7 +96,6 @@ def stage_provenance(study: Study, d: Path) -> None:
 def stage_reference(study: Study, d: Path, out: Path | None = None) -> None:
     """Greedy references; with ``out`` (a job of one target) the rows only, unsealed:
     the gather seals the whole table."""
-    from .reference import reference_rows, seal_reference
     rows = reference_rows(study, prompts_for(study, d, "reference"))
     if out is not None:
         write_parquet(rows, out / "reference.parquet")
@@ -102,37 +108,31 @@ def _sealed(d: Path) -> pd.DataFrame:
 
 
 def stage_runs(study: Study, d: Path, out: Path | None = None) -> None:
-    from .grid import run_grid
     out = d if out is None else out
     _sealed(d)
     run_grid(study, prompts_for(study, d, "runs"), out / "runs.parquet", out / "rounds.parquet")
 
 
 def stage_micro(study: Study, d: Path, out: Path | None = None) -> None:
-    from .micro import run_micro
     run_micro(study, prompts_for(study, d, "micro"), (d if out is None else out) / "micro.parquet")
 
 
 def stage_pit(study: Study, d: Path) -> None:
-    from .pit import score_runs
     _sealed(d)
     score_runs(study, prompts_for(study, d, "pit"), read_parquet(d / "runs.parquet"), d / "pit.parquet",
                rounds=read_parquet(d / "rounds.parquet"))
 
 
 def stage_batch_invariance(study: Study, d: Path) -> None:
-    from .qualification import probe_batch_invariance
     probe_batch_invariance(study, prompts_for(study, d, "batch_invariance"), _sealed(d), d / "batch_invariance.parquet")
 
 
 def stage_qualification(study: Study, d: Path, out: Path | None = None) -> None:
-    from .qualification import run_qualification
     run_qualification(study, prompts_for(study, d, "qualification"), _sealed(d),
                       (d if out is None else out) / "qualification.parquet")
 
 
 def stage_predict(study: Study, d: Path) -> None:
-    from .prediction import seal_predictions
     _sealed(d)
     # the one stage that reads the reserved prompts before the seal: it writes the seal
     discovery, reserved = split_of(load_prompt_set(d), study.prediction["discovery_fraction"])
@@ -141,13 +141,11 @@ def stage_predict(study: Study, d: Path) -> None:
 
 def stage_predicted(study: Study, d: Path) -> None:
     """P from the sealed predictions and the reserved live runs; runs no model."""
-    from .prediction import score_predictions
     score_predictions(d / "predictions.json", d / "prediction_seal.json", d / "qualification.parquet",
                       d / "runs.parquet", d / "prediction.json", d / "prediction_live.parquet")
 
 
 def stage_level1(seed: int, d: Path) -> None:
-    from .calibration import level1
     draws: list[dict] = []
     summary = level1(seed=seed, records=draws)
     write_parquet(pd.DataFrame(draws), d / "level1.parquet")
@@ -155,7 +153,6 @@ def stage_level1(seed: int, d: Path) -> None:
 
 
 def stage_level2(seed: int, d: Path) -> None:
-    from .calibration import level2
     pit: list[dict] = []
     summary = level2(seed=seed, records=pit)
     write_parquet(pd.DataFrame(pit), d / "level2.parquet")
@@ -163,7 +160,6 @@ def stage_level2(seed: int, d: Path) -> None:
 
 
 def stage_calibration(study: Study, d: Path) -> None:
-    from .calibration import calibrate
     pit = read_parquet(d / "pit.parquet")
     # a greedy-only grid scores no token: pit.parquet is empty (older ones have no columns)
     n_tokens = int((pit["path"] == "speculative").sum()) if "path" in pit else 0
@@ -181,7 +177,6 @@ def stage_calibration(study: Study, d: Path) -> None:
 
 
 def stage_margins(study: Study, d: Path) -> None:
-    from .reference import divergences, score_margins
     reference = _sealed(d)
     todo = divergences(read_parquet(d / "runs.parquet"), read_parquet(d / "qualification.parquet"),
                        reference)
@@ -189,7 +184,6 @@ def stage_margins(study: Study, d: Path) -> None:
 
 
 def stage_advise(study: Study, d: Path) -> None:
-    from .advise import advise_study
     advise_study(study, prompts_for(study, d, "advise"), d / "advise.parquet", d / "advise_micro.parquet",
                  d / "advise_rounds.parquet", d / "advise_runs.parquet")
 
@@ -237,7 +231,6 @@ def gather(stage: str, study: Study, d: Path) -> None:
     in study order (the whole-study order); micro: a draft shared by several targets is
     timed in each target's job and kept once, from the first; reference: sealed here."""
     if stage == "reference":
-        from .reference import seal_reference
         seal_reference(study, _concat(study, d, stage, "reference.parquet"), d / "provenance.json",
                        d / "reference.parquet", d / "reference.seal.json")
     elif stage == "runs":

@@ -16,8 +16,8 @@ from pathlib import Path
 
 from ..decode.backend import Backend
 from ..decode.drafters import Drafter, ModelDrafter, NGramDrafter
-from ..errors import ConfigError
-from ..limits import check_all
+from ..errors import ConfigError, ModelFileError
+from ..limits import check_all, check_context
 from .files import context_length, resolve
 
 BACKENDS = ("hf", "llama", "mock")
@@ -51,6 +51,72 @@ def preflight(spec: dict, model_dir: Path | None = None,
         raise ConfigError(f"{where('n_ctx')}: {n_ctx:,} is more than the {trained:,} positions "
                           f"{path.name} was trained for")
     return path, n_ctx
+
+
+def backend_spec(backend: str, model: str, settings: dict) -> dict:
+    """The spec of a model named by its backend and file (``specproof decode``'s flags):
+    ``threads`` and the settings that backend reads from ``settings`` (hf: device, dtype;
+    llama: n_ctx, n_batch, n_ubatch, n_gpu_layers, flash_attn); a mock reads none of
+    them and has a fixed vocabulary and seed."""
+    if backend == "mock":
+        return {"backend": "mock", "vocab_size": 256, "seed": 0}
+    reads = {"hf": ("device", "dtype"),
+             "llama": ("n_ctx", "n_batch", "n_ubatch", "n_gpu_layers", "flash_attn")}.get(backend, ())
+    return {"backend": backend, "model": model, "threads": settings.get("threads"),
+            **{f: settings[f] for f in reads}}
+
+
+def draft_spec(backend: str, model: str, settings: dict) -> dict | None:
+    """The draft's spec from its backend: None for ``none`` (target-only), an n-gram
+    lookup for ``ngram``, else ``backend_spec`` (a mock draft is noisier than its target)."""
+    if backend == "none":
+        return None
+    if backend == "ngram":
+        return {"kind": "ngram"}
+    spec = backend_spec(backend, model, settings)
+    return {**spec, "noise": 1.0} if backend == "mock" else spec
+
+
+def preflight_roles(specs: dict[str, dict | None], where: Callable[[str], str],
+                    model_where: Callable[[str], str]) -> dict[str, tuple[dict, int | None]]:
+    """Every role's spec (``target``, ``draft``; None: no such model) checked by
+    ``preflight`` before any loads: role -> (spec, positions the backend will hold). A
+    setting's error names it by ``where(field)``; a bad model file by ``model_where(role)``."""
+    out = {}
+    for role, spec in specs.items():
+        if spec is None:
+            continue
+        try:
+            _, positions = preflight(spec, where=where)
+        except ModelFileError as exc:
+            raise ModelFileError(f"{model_where(role)}: {exc}") from None
+        out[role] = (spec, positions)
+    return out
+
+
+def check_fits(where: str, prompt_tokens: int, new_tokens: int, models: dict, new_where: str) -> None:
+    """The prompt (named ``where``) and ``new_tokens`` (named ``new_where``) fit every
+    model's positions (``models``: ``preflight_roles``'s); the error names the prompt where
+    the prompt alone is too long, and says what to change."""
+    for role, (spec, positions) in models.items():
+        if positions is None:
+            continue
+        llama = spec["backend"] == "llama"
+        what = f"the llama {role}'s n_ctx" if llama else f"the {role} model's positions ({spec['model']})"
+        check_context(where if prompt_tokens >= positions else new_where, what, prompt_tokens,
+                      new_tokens, positions, "raise --n-ctx" if llama else "shorten the prompt")
+
+
+def encoded_prompt(target: Backend, where: str, text: str, chat: bool, new_tokens: int, models: dict,
+                   new_where: str) -> list[int]:
+    """The token ids of prompt ``text`` (named ``where`` in errors), rendered with the
+    target's chat template if ``chat``; refused if it tokenizes to nothing or does not fit
+    with ``new_tokens`` (``check_fits``)."""
+    ids = target.encode(target.chat_prompt(text) if chat else text)
+    if not ids:
+        raise ConfigError(f"{where}: empty prompt: it tokenizes to no ids")
+    check_fits(where, len(ids), new_tokens, models, new_where)
+    return ids
 
 
 def load_backend(spec: dict, model_dir: Path | None = None) -> Backend:

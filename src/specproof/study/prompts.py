@@ -12,6 +12,7 @@ from __future__ import annotations
 import gzip
 import importlib.util
 import json
+import sys
 from pathlib import Path
 
 from ..errors import ConfigError
@@ -96,3 +97,42 @@ def check_unique_ids(records: list[dict], where: str) -> None:
 def write(records: list[dict], path: Path) -> None:
     Path(path).parent.mkdir(parents=True, exist_ok=True)
     Path(path).write_text("".join(strict_json(r, ensure_ascii=False) + "\n" for r in records))
+
+
+def read_text(path: Path, where: str) -> str:
+    """The UTF-8 text of ``path``; a missing, unreadable or non-UTF-8 file is refused in one
+    line naming ``where`` (a flag) and the file."""
+    try:
+        return path.read_bytes().decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{where}: {path}: not UTF-8 text (byte {exc.start})") from None
+    except FileNotFoundError:
+        raise ConfigError(f"{where}: {path}: file does not exist") from None
+    except OSError as exc:
+        raise ConfigError(f"{where}: {path}: cannot read it ({exc.strerror or exc})") from None
+
+
+def _stdin_text() -> str:
+    try:
+        return sys.stdin.buffer.read().decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"--prompt: - (stdin): not UTF-8 text (byte {exc.start})") from None
+
+
+def prompt_sources(texts: list[str] | None, files: list[str] | None) -> list[tuple[str, str]]:
+    """(flag, text) of each --prompt (``-``: stdin, once) and --prompt-file, in that order;
+    an empty prompt is refused."""
+    texts, files = texts or [], files or []
+    if texts.count("-") > 1:
+        raise ConfigError("--prompt: - (stdin) can be given once")
+    out = [("--prompt", _stdin_text() if t == "-" else t) for t in texts]
+    out += [("--prompt-file", read_text(Path(f), "--prompt-file")) for f in files]
+    return non_empty(out)
+
+
+def non_empty(sources: list[tuple[str, str]]) -> list[tuple[str, str]]:
+    """``sources`` ((flag, text) pairs), refusing an empty or blank text by its flag."""
+    for where, text in sources:
+        if not text.strip():
+            raise ConfigError(f"{where}: empty prompt: give some text")
+    return sources
