@@ -1,6 +1,7 @@
 """Faults a study survives (issue 40, item 6; a killed stage is tests/test_stage_lifetime.py):
 a freeze killed mid-copy leaves no half-frozen set; a full results filesystem is one line,
-exit 2, with every earlier record kept."""
+exit 2, with every earlier record kept; a model file truncated between stages is one line
+naming it and its recorded sha256, before any model loads."""
 import hashlib
 import json
 import os
@@ -193,3 +194,39 @@ def test_a_full_filesystem_under_a_freeze_is_one_line_and_leaves_no_set(full_fs,
     assert line.startswith(f"specproof: error: {full_fs / 'manifests' / 'tiny-mock' / 'm1'}/") and \
         ": not written: no space left on device" in line, line
     assert list((full_fs / "manifests" / "tiny-mock").iterdir()) == []
+
+
+@pytest.fixture
+def smollm2_copy(tmp_path) -> Path:
+    """A copy of the embedded SmolLM2 GGUF in a temporary model directory (the test
+    truncates it; the package's file is never touched); returns its path."""
+    from specproof.models.files import smollm2_q4_1
+    (tmp_path / "models").mkdir()
+    out = tmp_path / "models" / "smollm2-copy.gguf"
+    shutil.copyfile(smollm2_q4_1(), out)
+    return out
+
+
+def test_a_model_file_truncated_between_stages_is_one_line_before_any_model_loads(
+        tmp_path, smollm2_copy, monkeypatch, capsys):
+    """A study whose target is a local GGUF: the models stage records its sha256; the file
+    is then truncated, and the next model-running stage exits 2 with one line naming the
+    file and the sha256 the models stage recorded, before any model loads."""
+    from specproof.cli import main
+    from specproof.models.llama import LlamaCppBackend
+    loads = []
+    monkeypatch.setattr("specproof.load.end_with_parent", lambda *a: True)  # not the test runner's
+    monkeypatch.setattr(LlamaCppBackend, "__init__", lambda self, *a, **k: loads.append(a) or 1 / 0)
+    config = tmp_path / "tiny.yaml"
+    config.write_text((STUDIES / "tiny.yaml").read_text().replace("embedded:smollm2-q4_1", str(smollm2_copy)))
+    results = tmp_path / "results" / "tiny"
+    args = ["--config", str(config), "--results", str(results)]
+    assert main(["stage", "models", *args]) == 0
+    expected = json.loads((results / "models.json").read_text())["target:smol-q4"]["files"][0]["sha256"]
+    assert expected == hashlib.sha256(smollm2_copy.read_bytes()).hexdigest()
+    os.truncate(smollm2_copy, smollm2_copy.stat().st_size // 2)
+    capsys.readouterr()
+    assert main(["stage", "reference", "--part", "smol-q4", *args]) == 2
+    (line,) = [x for x in capsys.readouterr().err.splitlines() if "error" in x]
+    assert line.startswith(f"specproof: error: {smollm2_copy}: has ") and f"records sha256 {expected}" in line, line
+    assert loads == []
