@@ -1,6 +1,7 @@
 """Faults a study survives (issue 40, item 6; a killed stage is tests/test_stage_lifetime.py):
 a freeze killed mid-copy leaves no half-frozen set; a full results filesystem is one line,
-exit 2, with every earlier record kept; a model file truncated between stages is one line
+exit 2, with every earlier record kept; a second ``make study`` of the same study is
+refused while the first completes; a model file truncated between stages is one line
 naming it and its recorded sha256, before any model loads."""
 import hashlib
 import json
@@ -9,12 +10,14 @@ import shutil
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
+import yaml
 
 from specproof.publish import manifests as M
-from tests.test_workflow import STUDIES
+from tests.test_workflow import STUDIES, TINY_MOCK_CONFIG, snakemake, snakemake_command
 
 ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
@@ -194,6 +197,39 @@ def test_a_full_filesystem_under_a_freeze_is_one_line_and_leaves_no_set(full_fs,
     assert line.startswith(f"specproof: error: {full_fs / 'manifests' / 'tiny-mock' / 'm1'}/") and \
         ": not written: no space left on device" in line, line
     assert list((full_fs / "manifests" / "tiny-mock").iterdir()) == []
+
+
+def _lock_held(base: Path) -> bool:
+    """Whether a Snakemake lock of this checkout (.snakemake/locks) names a file under ``base``."""
+    locks = ROOT / ".snakemake" / "locks"
+    return any(str(base) in p.read_text() for p in locks.glob("*.lock")) if locks.is_dir() else False
+
+
+def test_a_second_make_study_at_once_is_refused_and_the_first_completes(tmp_path):
+    """Two ``make study`` of one study at once (``snakemake --cores 1 --resources timed=1
+    --rerun-incomplete study``, as the Makefile runs it): the second, started while the
+    first holds its lock (the first stopped meanwhile, so the order is certain), is
+    refused by Snakemake's lock, exit 1, and runs no job; the first resumes and completes
+    its study to the report."""
+    base = tmp_path / "tree"
+    shutil.copytree(STUDIES, base / "studies")
+    (base / "config.yaml").write_text(yaml.safe_dump({**TINY_MOCK_CONFIG, "paper": {"title": "faults"}}))
+    cmd, env = snakemake_command(base, "--rerun-incomplete", "study", cores="1")
+    first = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        while not _lock_held(base) and first.poll() is None:
+            time.sleep(0.05)
+        first.send_signal(signal.SIGSTOP)
+        second = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    finally:
+        first.send_signal(signal.SIGCONT)
+    _, err = first.communicate(timeout=900)
+    assert first.returncode == 0, err[-4000:]
+    assert second.returncode == 1, second.stderr[-2000:]
+    assert "Error: Directory cannot be locked." in second.stderr
+    assert "rule " not in second.stdout + second.stderr  # it ran no job
+    assert (base / "results" / "tiny-mock" / "report.pdf").stat().st_size > 10_000
+    assert "Nothing to be done" in (r := snakemake(base, "-n", "study")).stdout + r.stderr
 
 
 @pytest.fixture
