@@ -22,19 +22,26 @@ STUDIES = ROOT / "tests" / "data" / "studies"
 TINY_MOCK_CONFIG = {"studies": ["tiny-mock"], "study": "tiny-mock", "replicates": [], "break_even": []}
 
 
-def snakemake(base: Path, *args, results: Path | None = None, config=(), check=True):
-    """Run snakemake on ``base`` (config.yaml, studies/); ``args``: options, then targets
-    (after "--" when an option takes a value)."""
+def snakemake_command(base: Path, *args, results: Path | None = None, config=(),
+                      cores: str = "2") -> tuple[list[str], dict]:
+    """The snakemake command line on ``base`` (config.yaml, studies/) and its environment;
+    ``args``: options, then targets (after "--" when an option takes a value)."""
     if "--" in args:
         opts, targets = args[:args.index("--")], args[args.index("--") + 1:]
     else:
         opts, targets = [a for a in args if a.startswith("-")], [a for a in args if not a.startswith("-")]
-    cmd = [str(BIN / "snakemake"), "--cores", "2", *opts, "--resources", "timed=1",
+    cmd = [str(BIN / "snakemake"), "--cores", cores, *opts, "--resources", "timed=1",
            "--configfile", str(base / "config.yaml"),
            "--config", f"results_dir={results or base / 'results'}", f"manifests_dir={base}/manifests",
            f"figures_dir={base}/figures", f"paper_dir={base}/paper", f"studies_dir={base}/studies",
            *config, "--", *targets]
-    env = dict(os.environ, PATH=f"{BIN}:{os.environ['PATH']}")
+    return cmd, dict(os.environ, PATH=f"{BIN}:{os.environ['PATH']}")
+
+
+def snakemake(base: Path, *args, results: Path | None = None, config=(), check=True):
+    """Run snakemake on ``base`` (config.yaml, studies/); ``args``: options, then targets
+    (after "--" when an option takes a value)."""
+    cmd, env = snakemake_command(base, *args, results=results, config=config)
     res = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, env=env, timeout=900)
     if check and res.returncode != 0:
         raise AssertionError(res.stdout[-4000:] + res.stderr[-4000:])

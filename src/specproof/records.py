@@ -2,6 +2,7 @@
 seal on the target-only reference that every later stage checks (``check_seal``)."""
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import math
@@ -13,21 +14,43 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from .errors import SpecproofError
+
+
+# errno values of a write refused because the device is full (or the user's quota or
+# the largest file size reached): the run can do nothing but stop, in one line
+FULL_DEVICE = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG})
+
+
+def write_error(path: Path, exc: OSError) -> OSError | SpecproofError:
+    """The error to raise for ``exc``, raised while writing ``path``: where the device is
+    full (``FULL_DEVICE``) a SpecproofError naming ``path`` (the CLI prints it as one
+    line, exit 2), else ``exc`` itself."""
+    if exc.errno not in FULL_DEVICE:
+        return exc
+    return SpecproofError(f"{path}: not written: {os.strerror(exc.errno).lower()} "
+                          "(free space and run it again; the records written before are kept)")
+
 
 @contextmanager
 def atomic_path(path: Path):
     """A temporary path beside ``path`` to write to; renamed over ``path`` only when the
-    block finishes, so an interrupted write never leaves a half-written record."""
+    block finishes, so an interrupted write never leaves a half-written record and a
+    failed one leaves the previous ``path`` as it was. A full device is one line
+    (``write_error``)."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    os.close(fd)
-    os.chmod(tmp, 0o644)  # mkstemp makes 0600; records are for every reader
+    tmp = None
     try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+        os.close(fd)
+        os.chmod(tmp, 0o644)  # mkstemp makes 0600; records are for every reader
         yield Path(tmp)
         os.replace(tmp, path)
+    except OSError as exc:
+        raise write_error(path, exc) from None
     finally:
-        if os.path.exists(tmp):
+        if tmp is not None and os.path.exists(tmp):
             os.unlink(tmp)
 
 
@@ -37,7 +60,6 @@ def write_parquet(df: pd.DataFrame, path: Path) -> None:
 
 
 def read_parquet(path: Path) -> pd.DataFrame:
-    from .errors import SpecproofError
     try:
         return pd.read_parquet(path)
     except FileNotFoundError:
@@ -121,7 +143,6 @@ def read_jsonl(path: Path) -> list[dict]:
 
 
 def read_json(path: Path):
-    from .errors import SpecproofError
     try:
         return json.loads(Path(path).read_text())
     except FileNotFoundError:
@@ -155,7 +176,6 @@ def reference_ids_sha256(df: pd.DataFrame) -> str:
 
 def check_seal(reference: Path, seal: Path) -> pd.DataFrame:
     """The sealed reference, or an error naming the file whose content changed."""
-    from .errors import SpecproofError
     sealed = read_json(seal)
     df = read_parquet(reference)
     actual = reference_ids_sha256(df)

@@ -156,9 +156,10 @@ def prompt_files(wildcards):
 
 def frozen_prompt_files():
     """Every frozen set's prompts.jsonl and models.json: the prompts stage checks that no
-    reserved prompt was run by a frozen set of the same models (workloads.check_blind)."""
+    reserved prompt was run by a frozen set of the same models (workloads.check_blind); a
+    set named with a leading '.' is one a freeze is writing, not frozen."""
     return sorted(str(p.parent / name) for p in Path(MANIFESTS).glob("*/*/manifest.json")
-                  for name in ("prompts.jsonl", "models.json"))
+                  if not p.parent.name.startswith(".") for name in ("prompts.jsonl", "models.json"))
 
 
 def study_seed(wildcards):

@@ -51,6 +51,21 @@ def stage_models(study: Study, d: Path) -> None:
     write_json(recs, d / "models.json")
 
 
+def check_model_files(study: Study, d: Path) -> None:
+    """Refuse, before any model loads, a model file of ``study``'s pairs that changed since
+    the models stage recorded it in ``d``/models.json (truncated, replaced): one line
+    naming the file and the sha256 it must have (``files.check_recorded``). Nothing is
+    checked before models.json is written. Returns None."""
+    if not (d / "models.json").is_file():
+        return
+    recorded = read_json(d / "models.json")
+    used = {("target", p["target"]) for p in study.pairs} | {("draft", p["draft"]) for p in study.pairs}
+    for role, name, spec in _model_specs(study):
+        rec = recorded.get(f"{role}:{name}") or {}
+        if (role, name) in used and rec.get("files") and spec.get("model"):
+            M.check_recorded(str(spec["model"]), rec, f"{d / 'models.json'} ({role}:{name})", study.model_dir)
+
+
 def stage_prompts(study: Study, d: Path) -> None:
     P.write(build_prompt_set(study, study.manifests), d / "prompts.jsonl")
 
@@ -285,9 +300,14 @@ def _run_stage(name: str, results: Path, config: Path | None, seed: int | None, 
     results.mkdir(parents=True, exist_ok=True)
     if gather_jobs:
         gather(name, study, results)
-    elif part is not None:
+        return
+    if part is not None:
+        study = study.restricted(**{JOBS[name]: part})
+    if name in PROMPTS_READ:  # the stages that run models
+        check_model_files(study, results)
+    if part is not None:
         out = job_dir(results, name, part)
         out.mkdir(parents=True, exist_ok=True)
-        stages[name](study.restricted(**{JOBS[name]: part}), results, out)
+        stages[name](study, results, out)
     else:
         stages[name](study, results)

@@ -290,6 +290,24 @@ def check_gguf(path: Path) -> GGUFHeader:
     return header
 
 
+def check_recorded(spec: str, record: dict, where: str, directory: Path | None = None) -> None:
+    """Refuse a model whose files differ from ``record`` (its ``file_record``, as the
+    models stage wrote it; ``where`` names that record): a ModelFileError naming the
+    first such file and the sha256 it must have. Sizes are compared first, so a truncated
+    file is refused without hashing it; the file is not parsed. Returns None."""
+    path = embedded_path(spec.split(":", 1)[1], directory) if spec.startswith("embedded:") \
+        else Path(spec).expanduser()
+    for rec in record.get("files", []):
+        file = path if path.is_file() else path / rec["name"]
+        size = file.stat().st_size if file.is_file() else None
+        if size == rec["bytes"] and sha256(file) == rec["sha256"]:
+            continue
+        has = "is missing" if size is None else f"has {size:,} bytes" + (
+            f", sha256 {sha256(file)}" if size == rec["bytes"] else "")
+        raise ModelFileError(f"{file}: {has}; {where} records sha256 {rec['sha256']} "
+                             f"({rec['bytes']:,} bytes): the model file changed since the models stage")
+
+
 def context_length(path: Path) -> int | None:
     """Positions the model at ``path`` was trained for: a GGUF's ``<arch>.context_length``,
     an HF directory's ``max_position_embeddings`` (of its text config, if nested); None

@@ -6,21 +6,24 @@ provenance_sha256, software, git}. A *record set* is named ``<study>@<machine>``
 (``config/config.yaml`` lists the sets the paper uses); a bare ``<study>`` names the
 unfrozen results of a run on this machine. Freezing over a frozen set needs ``force``
 and then keeps the previous manifest under ``<set>/history/``; the new set is written
-into a temporary directory and swapped in, so an interruption never leaves old and new
-records mixed.
+into a temporary directory beside its place (a name starting with '.', which no reader
+lists) and renamed into place last, so an interruption, a kill included, never leaves a
+half-frozen set or old and new records mixed; the next freeze clears what it left.
 """
 from __future__ import annotations
 
 import datetime as dt
+import fcntl
 import os
 import re
 import shutil
+from contextlib import contextmanager
 from pathlib import Path
 
 from ..errors import SpecproofError
 from ..evidence.fingerprint import context_differences, fingerprint_of, identity_differences
 from ..evidence.provenance import portable
-from ..records import atomic_path, read_json, sha256_file, write_json
+from ..records import atomic_path, read_json, sha256_file, write_error, write_json
 from .benchtables import markdown_table
 
 RAW = ["provenance.json", "models.json", "prompts.jsonl", "reference.parquet", "reference.seal.json",
@@ -73,16 +76,18 @@ def is_frozen(manifests: Path, set_id: str) -> bool:
 
 
 def frozen_sets(manifests: Path, study: str) -> list[str]:
-    """Every frozen record set of a study, '<study>@<machine>', sorted by machine."""
+    """Every frozen record set of a study, '<study>@<machine>', sorted by machine; a name
+    starting with '.' is a set a freeze is writing or retiring (``freeze``), never read."""
     base = Path(manifests) / study
-    return [f"{study}@{d.name}" for d in sorted(base.iterdir()) if (d / "manifest.json").is_file()] \
-        if base.is_dir() else []
+    return [f"{study}@{d.name}" for d in sorted(base.iterdir()) if not d.name.startswith(".")
+            and (d / "manifest.json").is_file()] if base.is_dir() else []
 
 
 def all_frozen_sets(manifests: Path) -> list[str]:
     """Every frozen record set under ``manifests``, of every study."""
     base = Path(manifests)
-    studies = sorted(d.name for d in base.iterdir() if d.is_dir()) if base.is_dir() else []
+    studies = sorted(d.name for d in base.iterdir() if d.is_dir() and not d.name.startswith(".")) \
+        if base.is_dir() else []
     return [s for study in studies for s in frozen_sets(base, study)]
 
 
@@ -113,8 +118,12 @@ def machine_label(prov: dict) -> str:
 
 def freeze(study: str, results: Path, manifests: Path, force: bool = False,
            machine: str | None = None) -> Path:
-    """Copy a finished study's records into manifests/<study>/<machine>/ with their sha256.
-    ``machine`` defaults to a label made from the CPU model in the study's provenance."""
+    """Copy a finished study's records into manifests/<study>/<machine>/ with their sha256;
+    returns the path of the new manifest.json. ``machine`` defaults to a label made from
+    the CPU model in the study's provenance. The set is written into a temporary directory
+    beside its place and renamed into it as the last step (``_swap_in``), under a lock on
+    the study's directory (``_freezing``); what an interrupted freeze left there is cleared
+    first (``_clear_interrupted``)."""
     results = Path(results)
     missing = [f for f in RAW + DERIVED if not (results / f).is_file()]
     if missing:
@@ -128,26 +137,83 @@ def freeze(study: str, results: Path, manifests: Path, force: bool = False,
         raise SpecproofError(clash)
     dest = set_dir(manifests, f"{study}@{machine}")
     manifest_path = dest / "manifest.json"
-    if manifest_path.exists() and not force:
-        raise SpecproofError(f"{manifest_path}: study {study!r} is already frozen for machine {machine!r}; "
-                             "use --force to replace it (the previous manifest is kept), or freeze "
-                             "this run beside it with another --machine label")
     fmt = results_format(results)
-    tmp = dest.with_name(f".{dest.name}.tmp-{os.getpid()}")
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir(parents=True)
+    with _freezing(dest.parent):
+        _clear_interrupted(dest)
+        if manifest_path.exists() and not force:
+            raise SpecproofError(f"{manifest_path}: study {study!r} is already frozen for machine {machine!r}; "
+                                 "use --force to replace it (the previous manifest is kept), or freeze "
+                                 "this run beside it with another --machine label")
+        tmp = dest.with_name(f".{dest.name}.tmp-{os.getpid()}")
+        try:
+            _write_aside(tmp, dest, results, fmt, {"study": study, "machine": machine, "format": fmt,
+                                                   "software": prov.get("packages"), "git": prov.get("git")})
+            _swap_in(tmp, dest)
+        except OSError as exc:  # a full device: name the record, at its place in the set
+            written = Path(exc.filename2 or exc.filename or tmp)
+            raise write_error(dest / written.relative_to(tmp) if tmp in written.parents else written,
+                              exc) from None
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+    return manifest_path
+
+
+@contextmanager
+def _freezing(study_dir: Path):
+    """Hold an exclusive lock (``fcntl.flock``) on ``study_dir``, created, while a freeze
+    writes beside its sets: a second freeze of the same study is refused in one line. The
+    lock ends with its process, a killed one too."""
+    study_dir.mkdir(parents=True, exist_ok=True)
+    fd = os.open(study_dir, os.O_RDONLY)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise SpecproofError(f"{study_dir}: another freeze of this study is running; "
+                                 "wait for it to end, then freeze again") from None
+        yield
+    finally:
+        os.close(fd)
+
+
+def _clear_interrupted(dest: Path) -> None:
+    """Clear what an interrupted freeze of ``dest`` left beside it (under ``_freezing``, so
+    no freeze is writing it): a retired set whose replacement never came in is moved back
+    to ``dest``, so the set is as it was before that freeze; a retired set already
+    replaced and every temporary set are removed. Readers never read either
+    (``frozen_sets`` skips names starting with '.')."""
+    for retired in sorted(dest.parent.glob(f".{dest.name}.old-*")):
+        if dest.exists():
+            shutil.rmtree(retired)
+        else:
+            retired.rename(dest)
+    for tmp in dest.parent.glob(f".{dest.name}.tmp-*"):
+        shutil.rmtree(tmp)
+
+
+def _write_aside(tmp: Path, dest: Path, results: Path, fmt: int, fields: dict) -> None:
+    """Write the set that will replace ``dest`` into ``tmp``, a new directory beside it:
+    the records of format ``fmt`` copied from ``results`` with their sha256, the history
+    of ``dest`` with its manifest added, and manifest.json (``fields`` plus the files, the
+    creation time and the provenance's sha256), written last. Returns None."""
+    tmp.mkdir()
     files = {}
     for name in FORMAT_RECORDS[fmt]:
         shutil.copy2(results / name, tmp / name)
         files[name] = {"sha256": sha256_file(tmp / name), "bytes": (tmp / name).stat().st_size}
-    if manifest_path.exists():
+    if (dest / "manifest.json").exists():
         if (dest / "history").is_dir():
             shutil.copytree(dest / "history", tmp / "history")
-        _keep_in_history(manifest_path, tmp / "history")
-    write_json({"study": study, "machine": machine, "format": fmt,
-                "created": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
-                "files": files, "provenance_sha256": files["provenance.json"]["sha256"],
-                "software": prov.get("packages"), "git": prov.get("git")}, tmp / "manifest.json")
+        _keep_in_history(dest / "manifest.json", tmp / "history")
+    write_json({**fields, "created": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+                "files": files, "provenance_sha256": files["provenance.json"]["sha256"]}, tmp / "manifest.json")
+
+
+def _swap_in(tmp: Path, dest: Path) -> None:
+    """Rename the complete set ``tmp`` to ``dest``; an existing ``dest`` is first renamed
+    aside (retired) and removed once ``tmp`` is in place. Each rename is atomic: a kill
+    leaves ``dest`` whole (old or new) or, between the two, absent with the old set kept
+    beside it, which the next freeze moves back (``_clear_interrupted``)."""
     if dest.exists():
         retired = dest.with_name(f".{dest.name}.old-{os.getpid()}")
         dest.rename(retired)
@@ -155,7 +221,6 @@ def freeze(study: str, results: Path, manifests: Path, force: bool = False,
         shutil.rmtree(retired)
     else:
         tmp.rename(dest)
-    return manifest_path
 
 
 def _keep_in_history(manifest_path: Path, history: Path) -> None:

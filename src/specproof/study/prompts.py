@@ -16,7 +16,7 @@ import sys
 from pathlib import Path
 
 from ..errors import ConfigError
-from ..records import strict_json
+from ..records import atomic_path, strict_json
 from .config import validate
 
 PROMPTS_DIR = Path(__file__).resolve().parents[3] / "prompts"
@@ -95,8 +95,9 @@ def check_unique_ids(records: list[dict], where: str) -> None:
 
 
 def write(records: list[dict], path: Path) -> None:
-    Path(path).parent.mkdir(parents=True, exist_ok=True)
-    Path(path).write_text("".join(strict_json(r, ensure_ascii=False) + "\n" for r in records))
+    """Write ``records`` to ``path`` as JSON lines, atomically (``records.atomic_path``)."""
+    with atomic_path(Path(path)) as tmp:
+        tmp.write_text("".join(strict_json(r, ensure_ascii=False) + "\n" for r in records))
 
 
 def read_text(path: Path, where: str) -> str:

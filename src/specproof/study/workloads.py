@@ -46,8 +46,8 @@ def frozen_prompt_sets(manifests: Path, study: Study) -> dict[str, set[str]]:
     mine = {_model_key(study.target_spec(n)) for n in study.data["targets"]}
     out = {}
     for manifest in sorted(Path(manifests).glob("*/*/manifest.json")):
-        d = manifest.parent
-        if d.parent.name == study.name or not (d / "models.json").is_file():
+        d = manifest.parent  # a name starting with '.': a set a freeze is writing, not frozen
+        if d.parent.name == study.name or d.name.startswith(".") or not (d / "models.json").is_file():
             continue
         models = json.loads((d / "models.json").read_text())
         theirs = {_model_key(m.get("spec", {})) for key, m in models.items() if key.startswith("target:")}
