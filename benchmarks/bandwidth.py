@@ -22,7 +22,7 @@ from specproof.analysis.analyze import analyze, target_only_speed
 from specproof.analysis.costs import model_speedup
 from specproof.evidence.bandwidth import bound_tokens_per_s, add_bandwidth, weight_bytes_per_token
 from specproof.models.files import resolve
-from specproof.records import read_json
+from specproof.records import models_by_role, read_json
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -30,9 +30,9 @@ ROOT = Path(__file__).resolve().parents[1]
 def llama_targets(set_dir: Path, model_dir: Path) -> dict[str, Path]:
     """Target name -> its GGUF file, resolved from the set's models.json specs (embedded
     models assembled and checked by sha256 on first use), for every llama target."""
-    models = read_json(set_dir / "models.json")
-    return {key.split(":", 1)[1]: resolve(str(m["spec"]["model"]), model_dir=model_dir)
-            for key, m in models.items() if key.startswith("target:") and m["spec"].get("backend") == "llama"}
+    models = models_by_role(read_json(set_dir / "models.json"))
+    return {name: resolve(str(m["spec"]["model"]), model_dir=model_dir)
+            for (role, name), m in models.items() if role == "target" and m["spec"].get("backend") == "llama"}
 
 
 def target_rows(set_dir: Path, speeds: dict[str, float], bandwidth: float, model_dir: Path) -> list[list]:

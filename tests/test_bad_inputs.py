@@ -4,6 +4,7 @@ input allows it, before any model loads (``load_backend`` is replaced by a tripw
 CLI flags and study configs share one set of bounds (``specproof.limits``), so a value
 refused on the command line is refused in a study with the same reason."""
 import io
+import re
 import struct
 import sys
 from pathlib import Path
@@ -227,3 +228,23 @@ def test_the_shipped_studies_pass_the_shared_bounds():
     from specproof.study.config import STUDIES as SHIPPED, load_study
     for path in sorted(SHIPPED.glob("*.yaml")):
         load_study(path)
+
+
+def test_a_prompt_over_a_models_context_is_one_line_before_any_model_loads(tmp_path, capsys, monkeypatch):
+    """The prompts stage counts every prompt with each model's tokenizer alone (no weights:
+    ``load_backend`` is a tripwire here) and refuses one that would not fit the model's
+    n_ctx with max_new_tokens, naming the config, the prompt, its tokens and the limit;
+    nothing is written."""
+    study = bad_study(tmp_path, ("targets", "big", "n_ctx"), 64)
+    line = one_line(*run(["stage", "prompts", "--config", str(study), "--results", str(tmp_path / "r")],
+                         capsys, monkeypatch))
+    assert re.fullmatch(rf"{re.escape(str(study))}: prompt HumanEval-\d+: prompt of \d+ tokens \+ 8 new tokens = "
+                        r"\d+ positions, over the 64 of targets\.big's n_ctx; raise targets\.big\.n_ctx", line), line
+    assert not (tmp_path / "r" / "prompts.jsonl").exists()
+
+
+def test_prompts_that_fit_every_model_pass_the_context_check(tmp_path, capsys, monkeypatch):
+    study = bad_study(tmp_path, ("targets", "big", "n_ctx"), 2048)
+    rc, err = run(["stage", "prompts", "--config", str(study), "--results", str(tmp_path / "r")], capsys, monkeypatch)
+    assert rc == 0, err
+    assert (tmp_path / "r" / "prompts.jsonl").is_file()

@@ -112,6 +112,18 @@ def num(x, spec: str = ".2f") -> str:
     return MISSING if x is None or x != x else format(x, spec)
 
 
+def models_by_role(models: dict) -> dict[tuple[str, str], dict]:
+    """A set's models.json entries by (role, name in the study config), role ``target`` or
+    ``draft``. An entry names them in its ``role`` and ``config_name`` fields; sets written
+    before those fields carry them only in the entry's key, ``<role>:<name>``, which is read
+    here and nowhere else."""
+    out = {}
+    for key, entry in models.items():
+        role, name = (entry["role"], entry["config_name"]) if "role" in entry else key.split(":", 1)
+        out[(role, name)] = entry
+    return out
+
+
 def strict_json(obj, **kwargs) -> str:
     """``obj`` as strict JSON: non-finite floats written as null (``finite_json``), and
     ``allow_nan=False`` so that one slipping past that fails loudly instead of writing a

@@ -111,3 +111,21 @@ def test_a_llama_context_error_names_the_flag_not_the_study(args, where, hint):
     line = error_line(run_cli("decode", "--target-backend", "llama", "--draft-backend", "none", *args))
     assert line.startswith(f"specproof: error: {where}") and hint in line and "raise --n-ctx" in line
     assert "study" not in line
+
+
+@pytest.mark.models
+@pytest.mark.parametrize("backend", ["llama", "hf"])
+def test_a_tokenizer_alone_counts_as_its_backend_does(backend):
+    """``load_tokenizer`` (the study's context check, no weights) encodes raw and
+    chat-rendered prompts to the very ids its backend does."""
+    from specproof.models.loader import load_backend, load_tokenizer
+    spec = {"backend": backend, "model": "embedded:smollm2-q4_1", "threads": 1}
+    texts = ["def f(x):\n    return x  # café", "Explain a hash table.\n<|im_end|> in the text"]
+    tokenizer, model = load_tokenizer(spec), load_backend(spec)
+    try:
+        for text in texts:
+            assert tokenizer.encode(text) == model.encode(text)
+            assert tokenizer.chat_prompt(text) == model.chat_prompt(text)
+    finally:
+        tokenizer.close()
+        model.close()

@@ -15,10 +15,11 @@ from tqdm import tqdm
 from ..errors import ConfigError
 from ..load import HEARTBEAT_S, heartbeat
 from ..models import files as M
-from ..records import check_seal, read_json, read_jsonl, read_parquet, sha256_file, write_json, write_parquet
+from ..records import (check_seal, models_by_role, read_json, read_jsonl, read_parquet, sha256_file, write_json,
+                       write_parquet)
 from ..study import prompts as P
 from ..study.config import ROOT, Study, load_study
-from ..study.workloads import build_prompt_set, split_of
+from ..study.workloads import build_prompt_set, check_context_fits, split_of
 from .advise import advise_study
 from .calibration import calibrate, level1, level2
 from .grid import run_grid
@@ -39,15 +40,18 @@ def _model_specs(study: Study) -> list[tuple[str, str, dict]]:
 
 
 def stage_models(study: Study, d: Path) -> None:
+    """models.json: per model of the study, its role, its name in the config
+    (``config_name``) and spec, and its files (name, size, sha256) and where an embedded
+    one comes from; keyed ``<role>:<name>`` as sets written before the role fields were
+    (``records.models_by_role`` reads both)."""
     recs = {}
     for role, name, spec in tqdm(_model_specs(study), desc="models", unit="model"):
-        if spec.get("kind") == "ngram" or spec.get("backend") == "mock":
-            recs[f"{role}:{name}"] = {"spec": spec, "files": []}
-            continue
-        path = M.resolve(str(spec["model"]), model_dir=study.model_dir)
-        recs[f"{role}:{name}"] = {"spec": spec, **M.file_record(path, project=ROOT)}
-        if str(spec["model"]).startswith("embedded:"):
-            recs[f"{role}:{name}"]["source"] = M.embedded_source(str(spec["model"]).split(":", 1)[1])
+        rec = {"role": role, "config_name": name, "spec": spec, "files": []}
+        if spec.get("kind") != "ngram" and spec.get("backend") != "mock":
+            rec.update(M.file_record(M.resolve(str(spec["model"]), model_dir=study.model_dir), project=ROOT))
+            if str(spec["model"]).startswith("embedded:"):
+                rec["source"] = M.embedded_source(str(spec["model"]).split(":", 1)[1])
+        recs[f"{role}:{name}"] = rec
     write_json(recs, d / "models.json")
 
 
@@ -58,16 +62,20 @@ def check_model_files(study: Study, d: Path) -> None:
     checked before models.json is written. Returns None."""
     if not (d / "models.json").is_file():
         return
-    recorded = read_json(d / "models.json")
+    recorded = models_by_role(read_json(d / "models.json"))
     used = {("target", p["target"]) for p in study.pairs} | {("draft", p["draft"]) for p in study.pairs}
     for role, name, spec in _model_specs(study):
-        rec = recorded.get(f"{role}:{name}") or {}
+        rec = recorded.get((role, name)) or {}
         if (role, name) in used and rec.get("files") and spec.get("model"):
-            M.check_recorded(str(spec["model"]), rec, f"{d / 'models.json'} ({role}:{name})", study.model_dir)
+            M.check_recorded(str(spec["model"]), rec, f"{d / 'models.json'} ({role} {name})", study.model_dir)
 
 
 def stage_prompts(study: Study, d: Path) -> None:
-    P.write(build_prompt_set(study, study.manifests), d / "prompts.jsonl")
+    """prompts.jsonl: the study's prompt set, each prompt checked to fit every model with
+    ``max_new_tokens`` before any model loads (``check_context_fits``)."""
+    records = build_prompt_set(study, study.manifests)
+    check_context_fits(study, records)
+    P.write(records, d / "prompts.jsonl")
 
 
 def load_prompt_set(d: Path) -> list[dict]:

@@ -79,6 +79,43 @@ def converted_dir(gguf: Path, dtype: str, directory: Path | None = None) -> Path
     return out
 
 
+def encode(tokenizer, text: str) -> list[int]:
+    """The ids of ``text`` (no special tokens added)."""
+    return list(tokenizer.encode(text, add_special_tokens=False))
+
+
+def chat_prompt(tokenizer, instruction: str) -> str:
+    """``instruction`` as one user turn of the tokenizer's chat template, with the
+    generation prompt (as is without a template)."""
+    if getattr(tokenizer, "chat_template", None):
+        return tokenizer.apply_chat_template([{"role": "user", "content": instruction}], tokenize=False,
+                                             add_generation_prompt=True)
+    return instruction
+
+
+class HFTokenizer:
+    """The tokenizer the hf backend would load for ``path`` (a GGUF's converted directory,
+    see ``converted_dir``, or an HF directory), without the model: counts a prompt's tokens
+    before the model loads; encodes and renders chat prompts as ``HFBackend`` does."""
+
+    def __init__(self, path: Path, dtype: str = "float32", model_dir: Path | None = None):
+        from transformers import AutoTokenizer
+        source = converted_dir(Path(path), dtype, model_dir) if Path(path).is_file() else Path(path)
+        try:
+            self.tokenizer = AutoTokenizer.from_pretrained(str(source), local_files_only=True)
+        except (OSError, ValueError) as exc:
+            raise ModelFileError(f"{path}: transformers could not load its tokenizer: {exc}") from None
+
+    def encode(self, text: str) -> list[int]:
+        return encode(self.tokenizer, text)
+
+    def chat_prompt(self, instruction: str) -> str:
+        return chat_prompt(self.tokenizer, instruction)
+
+    def close(self) -> None:
+        pass
+
+
 class HFBackend(Backend):
     name = "hf"
 
@@ -123,17 +160,13 @@ class HFBackend(Backend):
         return self._positions
 
     def encode(self, text: str) -> list[int]:
-        return list(self.tokenizer.encode(text, add_special_tokens=False))
+        return encode(self.tokenizer, text)
 
     def decode(self, ids: list[int]) -> str:
         return self.tokenizer.decode(ids, skip_special_tokens=True)
 
     def chat_prompt(self, instruction: str) -> str:
-        if getattr(self.tokenizer, "chat_template", None):
-            return self.tokenizer.apply_chat_template(
-                [{"role": "user", "content": instruction}], tokenize=False,
-                add_generation_prompt=True)
-        return instruction
+        return chat_prompt(self.tokenizer, instruction)
 
     def _forward(self, ids: list[int], last_only: bool) -> np.ndarray:
         torch = self._torch

@@ -48,6 +48,50 @@ def default_gpu_layers() -> int:
     return -1 if llama_cpp.llama_supports_gpu_offload() else 0
 
 
+def encode(model, text: str) -> list[int]:
+    """The ids of ``text`` as llama.cpp tokenizes it (special tokens parsed, no BOS added);
+    ``model`` a ``Llama`` or its vocabulary alone."""
+    return list(model.tokenize(text.encode("utf-8"), add_bos=False, special=True))
+
+
+def chat_prompt(metadata: dict, instruction: str) -> str:
+    """``instruction`` as one user turn of the chat template in the GGUF's ``metadata``
+    (as is without one)."""
+    from llama_cpp.llama_chat_format import Jinja2ChatFormatter
+    template = metadata.get("tokenizer.chat_template")
+    if not template:
+        return instruction
+    fmt = Jinja2ChatFormatter(template=template, eos_token="", bos_token="")
+    return fmt(messages=[{"role": "user", "content": instruction}]).prompt
+
+
+class LlamaTokenizer:
+    """A GGUF's vocabulary alone (llama.cpp's ``vocab_only`` model: no weights, no
+    context), to count a prompt's tokens before the model loads; encodes and renders chat
+    prompts as ``LlamaCppBackend`` does."""
+
+    def __init__(self, path: Path):
+        import llama_cpp
+        from llama_cpp._internals import LlamaModel
+        check_gguf(path)
+        params = llama_cpp.llama_model_default_params()
+        params.vocab_only = True
+        try:
+            self.model = LlamaModel(path_model=str(path), params=params, verbose=False)
+        except (ValueError, RuntimeError) as exc:
+            raise ModelFileError(f"{path}: llama.cpp could not read its vocabulary: {exc}") from None
+        self.metadata = self.model.metadata()
+
+    def encode(self, text: str) -> list[int]:
+        return encode(self.model, text)
+
+    def chat_prompt(self, instruction: str) -> str:
+        return chat_prompt(self.metadata, instruction)
+
+    def close(self) -> None:
+        self.model.close()
+
+
 class LlamaCppBackend(Backend):
     name = "llama"
 
@@ -85,18 +129,13 @@ class LlamaCppBackend(Backend):
         return self.settings["n_ctx"]
 
     def encode(self, text: str) -> list[int]:
-        return list(self.llm.tokenize(text.encode("utf-8"), add_bos=False, special=True))
+        return encode(self.llm, text)
 
     def decode(self, ids: list[int]) -> str:
         return self.llm.detokenize(ids).decode("utf-8", errors="replace")
 
     def chat_prompt(self, instruction: str) -> str:
-        from llama_cpp.llama_chat_format import Jinja2ChatFormatter
-        template = self.llm.metadata.get("tokenizer.chat_template")
-        if not template:
-            return instruction
-        fmt = Jinja2ChatFormatter(template=template, eos_token="", bos_token="")
-        return fmt(messages=[{"role": "user", "content": instruction}]).prompt
+        return chat_prompt(self.llm.metadata, instruction)
 
     def _forward(self, ids: list[int], last_only: bool) -> np.ndarray:
         out = np.empty((1 if last_only else len(ids), self._vocab), dtype=np.float32)

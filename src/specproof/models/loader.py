@@ -119,6 +119,21 @@ def encoded_prompt(target: Backend, where: str, text: str, chat: bool, new_token
     return ids
 
 
+def load_tokenizer(spec: dict, model_dir: Path | None = None):
+    """What counts a prompt's tokens for the model ``spec`` names, without loading its
+    weights: llama.cpp's vocabulary alone, the hf backend's tokenizer, or the mock itself
+    (it has no weights); checked first (``preflight``). It has ``encode``, ``chat_prompt``
+    and ``close``, as the backend does."""
+    if spec.get("backend") == "mock":
+        return load_backend(spec)
+    path, _ = preflight(spec, model_dir)
+    if spec.get("backend") == "hf":
+        from .hf import HFTokenizer
+        return HFTokenizer(path, dtype=spec.get("dtype", "float32"), model_dir=model_dir)
+    from .llama import LlamaTokenizer
+    return LlamaTokenizer(path)
+
+
 def load_backend(spec: dict, model_dir: Path | None = None) -> Backend:
     """The backend ``spec`` names, checked first (``preflight``); embedded models derived
     on first use go to ``model_dir`` (default ``~/.cache/specproof/models``); ``threads``

@@ -10,6 +10,9 @@ import numpy as np
 from . import prompts as P
 from ..decode.backend import Backend
 from ..errors import ConfigError
+from ..limits import check_context
+from ..models.loader import load_tokenizer, preflight
+from ..records import models_by_role
 from .config import ROOT, Study
 
 
@@ -50,7 +53,7 @@ def frozen_prompt_sets(manifests: Path, study: Study) -> dict[str, set[str]]:
         if d.parent.name == study.name or d.name.startswith(".") or not (d / "models.json").is_file():
             continue
         models = json.loads((d / "models.json").read_text())
-        theirs = {_model_key(m.get("spec", {})) for key, m in models.items() if key.startswith("target:")}
+        theirs = {_model_key(m.get("spec", {})) for (role, _), m in models_by_role(models).items() if role == "target"}
         if mine & theirs:
             out[f"{d.parent.name}@{d.name}"] = {r["prompt"] for r in P.load(d / "prompts.jsonl")}
     return out
@@ -136,6 +139,31 @@ def prompt_ids(backend: Backend, rec: dict) -> list[int]:
     if not ids:
         raise ConfigError(f"prompt {rec['id']}: tokenizes to no ids")
     return ids
+
+
+def check_context_fits(study: Study, records: list[dict]) -> None:
+    """Refuse, before any model loads, a prompt that would not fit a model of the study
+    with ``max_new_tokens``: each target's and each model draft's tokenizer (no weights,
+    ``load_tokenizer``) counts every prompt as the runs render it, against the positions
+    the backend will hold (a llama spec's n_ctx, an hf model's trained positions). One
+    line names the config, the prompt id, its token count and the model's limit."""
+    new = int(study.settings["max_new_tokens"])
+    models = [("targets", n, study.target_spec(n)) for n in study.data["targets"]]
+    models += [("drafts", n, study.draft_spec(n)) for n in dict.fromkeys(p["draft"] for p in study.pairs)]
+    for section, name, spec in models:
+        _, positions = preflight(spec, study.model_dir)
+        if positions is None:
+            continue
+        llama = spec["backend"] == "llama"
+        what = f"{section}.{name}'s n_ctx" if llama else f"the positions {section}.{name} was trained for"
+        hint = f"raise {section}.{name}.n_ctx" if llama else "shorten the prompt or leave it out"
+        tokenizer = load_tokenizer(spec, study.model_dir)
+        try:
+            for rec in records:
+                check_context(f"{study.path}: prompt {rec['id']}", what, len(prompt_ids(tokenizer, rec)), new,
+                              positions, hint)
+        finally:
+            tokenizer.close()
 
 
 def split_discovery(records: list[dict], fraction: float) -> tuple[list[dict], list[dict]]:
