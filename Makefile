@@ -38,8 +38,9 @@ qwen: install
 	$(BIN)/python -m pip install -q -e ".[pipeline,dev,qwen]"
 
 # One pytest worker per core (pytest-xdist), a test file per worker so a file's shared
-# fixtures (a study run once for several tests) are built once.
-PYTEST := $(BIN)/python -m pytest -q -ra -n auto --dist loadfile
+# fixtures (a study run once for several tests) are built once; the slowest tests are
+# listed at the end (CI has 15 minutes for pytest on 2 cores).
+PYTEST := $(BIN)/python -m pytest -q -ra --durations=15 -n auto --dist loadfile
 
 # The tests that load real models run one at a time after the rest: llama.cpp's threads
 # wait for each other by spinning, so two models decoding on two cores at once (or one
@@ -47,7 +48,7 @@ PYTEST := $(BIN)/python -m pytest -q -ra -n auto --dist loadfile
 # another worker; stop 48's CI ran past its timeouts). Alone they take about 4.5 minutes.
 test: install
 	$(PYTEST) -m "not models"
-	$(BIN)/python -m pytest -q -ra -m models
+	$(BIN)/python -m pytest -q -ra --durations=10 -m models
 
 test-fast: install
 	$(PYTEST) -m "not models"
