@@ -403,13 +403,13 @@ def _target_decode_from_prefill(d):
 def _downgrade(d):
     """a09: the newer raw records deleted (the seal folded back into its earlier form), so
     the set reads as format 1 and its numbers would come from editable summaries."""
-    from specproof.publish.manifests import OPTIONAL
+    from specproof.catalog import newer_records
     from specproof.records import canonical_json, sha256_text
     doc, seal = read_json(d / "predictions.json"), read_json(d / "prediction_seal.json")
     write_json({**doc, "predictions_sha256": sha256_text(canonical_json(doc["predictions"])),
                 "sealed_at": seal["sealed_at"]}, d / "prediction_seal.json")
     manifest = read_json(d / "manifest.json")
-    for name in OPTIONAL:
+    for name in newer_records():
         (d / name).unlink()
         del manifest["files"][name]
     write_json(manifest, d / "manifest.json")

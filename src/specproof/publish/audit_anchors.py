@@ -17,13 +17,15 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from ..catalog import of_stage
 from ..errors import SpecproofError
 from ..records import read_json, read_jsonl, read_parquet, sha256_file
 
-# The frozen sets written before the stages wrote their OPTIONAL raw records, by the sha256
-# of their manifest.json: the only sets whose numbers may come from stage summaries. Any
-# other set lacking a raw record (a format-2 set with its newer records deleted, or one of
-# these with its summaries edited and re-hashed) is an error.
+# The frozen sets written before the stages wrote their newer raw records
+# (``catalog.newer_records``), by the sha256 of their manifest.json: the only sets whose
+# numbers may come from stage summaries. Any other set lacking a raw record (a format-2
+# set with its newer records deleted, or one of these with its summaries edited and
+# re-hashed) is an error.
 LEGACY_SETS = {
     "20a559fce0d94e82594450921ff0353bb586c5dfb58c94316fdd3b6113498a8e": "cpu-smollm2@xeon-avx512",
     "dd2cbd2d9e189727a6f11ae9e429882cfdb20ff02c78e60e27e7f9237d2af5e6": "cpu-smollm2@epyc-avx2",
@@ -559,7 +561,7 @@ def check_bench_tables(benchmarks: Path, tables: dict[Path, dict]) -> int:
     return len(tables)
 
 
-ADVISE_RECORDS = ("advise.parquet", "advise_micro.parquet", "advise_rounds.parquet", "advise_runs.parquet")
+ADVISE_RECORDS = tuple(of_stage("advise"))  # advise.parquet and the raw records it summarizes
 
 
 def check_advise_records(tables: dict[Path, dict]) -> None:

@@ -5,8 +5,9 @@ the ids they stand for, and that every frozen summary and derived file equals it
 recomputation from the raw records. A failure is one ``SpecproofError`` line naming the
 file and the field (or row) at fault.
 
-Manifest formats: format 1 holds ``RAW + DERIVED`` (sets frozen before the stages wrote
-the raw records behind their summaries); format 2 adds ``OPTIONAL``. ``freeze`` records
+Manifest formats (``catalog``: each record's ``since``): format 1 holds the records of
+sets frozen before the stages wrote the raw records behind their summaries; format 2 adds
+those raw records (``catalog.newer_records``). ``freeze`` records
 the format since it was introduced; an older manifest's is inferred from the records it
 lists, and a format-1 set is named in the audit report with the records it predates.
 """
@@ -18,27 +19,14 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from ..catalog import FORMATS, MANIFEST_FORMAT, computed_from, format_records, needed_for, newer_records
 from ..errors import SpecproofError
 from ..records import read_json, read_parquet
 from .audit_anchors import (_short, check_legacy, check_micro_medians, check_pit_bounds, check_pit_draws,
                             check_pit_prefixes, check_run_identities, check_run_timings, check_seal_hashes,
                             check_time_chain)
-from .manifests import FORMAT_RECORDS, MANIFEST_FORMAT, OPTIONAL, split_set
+from .manifests import split_set
 
-# the numbers each record is needed for, named when the record is missing
-NEEDED_FOR = {
-    "margins.parquet": "the top-2 margins at divergences (agreement.parquet's top2_margin)",
-    "prompts.jsonl": "best_reserved.* (the discovery/reserved prompt split)",
-    "calibration_power.parquet": "certificate.detectable_tv_80 and calibration.rule.detectable_tv_80",
-    "level1.parquet": "level1.*", "level2.parquet": "level2.*",
-    "predictions.json": "prediction.*", "prediction_live.parquet": "prediction.P_matched and P_total",
-    "advise_micro.parquet": "advise.<pair>.predicted", "advise_rounds.parquet": "advise.<pair>.predicted",
-    "advise_runs.parquet": "advise.<pair>.realized",
-}
-# what each derived file is recomputed from, named when it differs
-DERIVED_FROM = {"agreement.parquet": "runs.parquet, qualification.parquet and reference.parquet",
-                "costs.parquet": "runs.parquet and rounds.parquet",
-                "stats.json": "runs.parquet and rounds.parquet", "certificate.json": "pit.parquet"}
 REL, ABS = 1e-9, 1e-12  # float tolerance of a recomputation, as for numbers.json
 # A bootstrap interval over a few prompts has a discrete bootstrap distribution: a last-bit
 # difference in the sums (another CPU's SIMD path) can pick the neighbouring resample as
@@ -53,7 +41,7 @@ def manifest_format(manifest: dict) -> tuple[int, str]:
     format its listed records show: 2 when it lists any record format 2 added, else 1."""
     if "format" in manifest:
         return int(manifest["format"]), "recorded"
-    return (2 if set(manifest["files"]) & set(OPTIONAL) else 1), "inferred"
+    return (2 if set(manifest["files"]) & set(newer_records()) else 1), "inferred"
 
 
 def check_records(manifest: dict, dest: Path) -> int:
@@ -62,16 +50,16 @@ def check_records(manifest: dict, dest: Path) -> int:
     format is one of the legacy sets (``audit_anchors.LEGACY_SETS``), and no record the analysis would read
     lies in the set unlisted (unhashed). Returns the format."""
     fmt, how = manifest_format(manifest)
-    if fmt not in FORMAT_RECORDS:
+    if fmt not in FORMATS:
         raise SpecproofError(f"{dest / 'manifest.json'}: field format: unknown manifest format {fmt!r} "
-                             f"(known: {', '.join(map(str, FORMAT_RECORDS))})")
+                             f"(known: {', '.join(map(str, FORMATS))})")
     listed = set(manifest["files"])
-    for name in FORMAT_RECORDS[fmt]:
+    for name in format_records(fmt):
         if name not in listed:
             raise SpecproofError(f"{dest / name}: missing from a set of manifest format {fmt} ({how}), "
-                                 f"which holds it; {NEEDED_FOR.get(name, 'numbers')} are computed from it")
-    check_legacy(dest, fmt, [f for f in FORMAT_RECORDS[MANIFEST_FORMAT] if f not in listed])
-    for name in FORMAT_RECORDS[MANIFEST_FORMAT]:
+                                 f"which holds it; {needed_for(name)} are computed from it")
+    check_legacy(dest, fmt, [f for f in format_records() if f not in listed])
+    for name in format_records():
         if name not in listed and (dest / name).exists():
             raise SpecproofError(f"{dest / name}: not listed in {dest / 'manifest.json'} (unhashed), "
                                  "yet the analysis would read it")
@@ -81,7 +69,7 @@ def check_records(manifest: dict, dest: Path) -> int:
 def format_line(set_id: str, manifest: dict) -> str | None:
     """The report's line naming a set frozen before some raw records were written, or None."""
     fmt, how = manifest_format(manifest)
-    lacks = [f for f in FORMAT_RECORDS[MANIFEST_FORMAT] if f not in FORMAT_RECORDS[fmt]]
+    lacks = [f for f in format_records() if f not in format_records(fmt)]
     if not lacks:
         return None
     return (f"{set_id}: manifest format {fmt} ({how}), frozen before {', '.join(lacks)} were "
@@ -207,7 +195,7 @@ def check_derived(dest: Path, a, fmt: int) -> None:
     from ..analysis.analyze import derived_records
     current = fmt == MANIFEST_FORMAT
     for name, record in derived_records(a).items():
-        _compare_file(dest, name, record, "both" if current else "common", DERIVED_FROM[name])
+        _compare_file(dest, name, record, "both" if current else "common", computed_from(name))
     for name, record, source in summaries_of(a):
         if record is not None:
             _compare_file(dest, name, record, "recomputed" if current else "common", source)

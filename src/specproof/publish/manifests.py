@@ -17,26 +17,12 @@ import re
 import shutil
 from pathlib import Path
 
+from ..catalog import format_records, newer_records, record
 from ..errors import SpecproofError
 from ..evidence.fingerprint import context_differences, fingerprint_of, identity_differences
 from ..evidence.provenance import portable
 from ..records import atomic_path, read_json, sha256_file, write_json
 from .benchtables import markdown_table
-
-RAW = ["provenance.json", "models.json", "prompts.jsonl", "reference.parquet", "reference.seal.json",
-       "runs.parquet", "rounds.parquet", "micro.parquet", "pit.parquet", "batch_invariance.parquet",
-       "qualification.parquet", "margins.parquet", "prediction_seal.json", "prediction.json",
-       "level1.json", "level2.json", "calibration.parquet", "calibration.json", "advise.parquet"]
-# raw records newer stages write, which sets frozen before them lack (analysis.summaries)
-OPTIONAL = ["calibration_power.parquet", "level1.parquet", "level2.parquet", "predictions.json",
-            "prediction_live.parquet",
-            "advise_micro.parquet", "advise_rounds.parquet", "advise_runs.parquet"]
-DERIVED = ["agreement.parquet", "costs.parquet", "stats.json", "certificate.json"]
-# manifest formats: the records a set of each format holds (format 1: frozen before the
-# OPTIONAL raw records were written); freeze records the format, the audit requires its records
-FORMAT_RECORDS = {1: RAW + DERIVED, 2: RAW + OPTIONAL + DERIVED}
-MANIFEST_FORMAT = 2
-
 
 MACHINE_LABEL = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]*$")
 
@@ -116,7 +102,7 @@ def freeze(study: str, results: Path, manifests: Path, force: bool = False,
     """Copy a finished study's records into manifests/<study>/<machine>/ with their sha256.
     ``machine`` defaults to a label made from the CPU model in the study's provenance."""
     results = Path(results)
-    missing = [f for f in RAW + DERIVED if not (results / f).is_file()]
+    missing = [f for f in format_records(1) if not (results / f).is_file()]
     if missing:
         raise SpecproofError(f"{results}: study {study!r} is not finished (missing {', '.join(missing)})")
     prov = read_json(results / "provenance.json")
@@ -137,7 +123,7 @@ def freeze(study: str, results: Path, manifests: Path, force: bool = False,
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
     files = {}
-    for name in FORMAT_RECORDS[fmt]:
+    for name in format_records(fmt):
         shutil.copy2(results / name, tmp / name)
         files[name] = {"sha256": sha256_file(tmp / name), "bytes": (tmp / name).stat().st_size}
     if manifest_path.exists():
@@ -190,15 +176,19 @@ def relabel(study: str, manifests: Path, old: str, new: str) -> Path:
 
 
 def results_format(results: Path) -> int:
-    """The manifest format a finished study's results make: the current one when they hold
-    every OPTIONAL record, 1 when they hold none (results written before those records);
-    results holding some are refused, naming the first missing record."""
-    held = [f for f in OPTIONAL if (Path(results) / f).is_file()]
-    if held and len(held) < len(OPTIONAL):
-        missing = next(f for f in OPTIONAL if f not in held)
-        raise SpecproofError(f"{Path(results) / missing}: missing, while the study holds {held[0]}; "
+    """The manifest format a finished study's results make: the newest format whose
+    records they all hold (``catalog.format_records``), 1 when they hold no newer record
+    (results written before those records); results holding some of a format's records
+    but not all are refused, naming the first missing record."""
+    held = [f for f in newer_records() if (Path(results) / f).is_file()]
+    if not held:
+        return 1
+    fmt = max(record(f).since for f in held)
+    missing = [f for f in format_records(fmt) if not (Path(results) / f).is_file()]
+    if missing:
+        raise SpecproofError(f"{Path(results) / missing[0]}: missing, while the study holds {held[0]}; "
                              "a study holds all of its raw records or was run before them")
-    return MANIFEST_FORMAT if held else 1
+    return fmt
 
 
 def verify_hashes(manifests: Path, set_id: str) -> dict:
