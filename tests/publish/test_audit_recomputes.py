@@ -18,7 +18,7 @@ from specproof.analysis.summaries import recompute
 from specproof.catalog import MANIFEST_FORMAT, format_records, newer_records
 from specproof.errors import SpecproofError
 from specproof.evidence.stages import SEEDED, STAGES
-from specproof.publish.audit_anchors import LEGACY_SETS
+from specproof.publish.audit.provenance import LEGACY_SETS
 from specproof.publish.manifests import audit, freeze, manifest_sha256, set_dir
 from specproof.publish.numbers import study_numbers
 from specproof.records import (canonical_json, read_json, read_parquet, sha256_file, sha256_text, strict_json,

@@ -700,7 +700,7 @@ def test_a_changed_paper_row_fails_the_audit(copy, cached, metric, value):
     """a11: paper.* rows are recomputed from the config the audit is given."""
     import yaml
     from specproof.errors import SpecproofError
-    from specproof.publish.audit_anchors import paper_numbers
+    from specproof.publish.audit.checks import paper_numbers
     from specproof.publish.manifests import audit
     config = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())
     config["studies"], config["replicates"], config["retired"], config["pending"] = [SET], [], [], []
@@ -777,7 +777,7 @@ def test_a_benchmark_table_unlike_the_committed_one_or_gone_fails_the_audit(tmp_
     import subprocess
 
     from specproof.errors import SpecproofError
-    from specproof.publish.audit_anchors import committed_bench_line
+    from specproof.publish.audit.benchmarks import committed_bench_line
     bench = tmp_path / "results"
     shutil.copytree(ROOT / "benchmarks" / "results", bench)
     git = lambda *a: subprocess.run(["git", "-C", str(bench), "-c", "user.name=t", "-c", "user.email=t@t", *a],
@@ -809,7 +809,7 @@ def test_a_provenance_unlike_its_commit_fails_the_audit(edit, message):
     an unknown commit, a capture time before the commit, a config hash unlike the commit's
     study config."""
     from specproof.errors import SpecproofError
-    from specproof.publish.audit_anchors import provenance_commit_line
+    from specproof.publish.audit.provenance import provenance_commit_line
     dest = set_dir(ROOT / "manifests", SET)
     prov = read_json(dest / "provenance.json")
     assert "is in this checkout's history" in provenance_commit_line(dest, SET, prov)

@@ -218,9 +218,9 @@ def audit(studies: list[str], manifests: Path, numbers_path: Path,
           benchmarks: Path | None = None, config: Path | None = DEFAULT_CONFIG,
           cited: Path | None = None, seeds: Path | None = None, pdf: dict | None = None) -> list[str]:
     """Re-hash every frozen file, compare each manifest with the committed one (in a git
-    checkout), check each set's records (``audit_checks``: the records its manifest format
-    holds, provenance and seals, the chain of recorded times, stored Q and copied P ids,
-    every summary and derived file against its recomputation), and recompute every row of
+    checkout), check each set's records (the registry of ``audit.checks``: the records its
+    manifest format holds, provenance and seals, the chain of recorded times, stored Q and
+    copied P ids, every summary and derived file against its recomputation), and recompute every row of
     numbers.json: each set's from its frozen raw records, the cross-machine ones, the
     benchmark tables' from their JSON (checked against their .md), the paper's from
     ``config`` (its title where that config lists these studies); a row recomputed from
@@ -291,8 +291,8 @@ def audit_unread_sets(studies: list[str], manifests: Path, config: Path | None) 
     (hashes, the committed manifest, every record check and recomputation their format
     allows) but without numbers: a reader may cite any set under ``manifests``."""
     from ..study.config import load_config
-    from .audit_anchors import UNREAD_SETS, committed_manifest_line
-    from .audit_checks import audit_records
+    from .audit.checks import run_set_checks
+    from .audit.provenance import UNREAD_SETS
     cfg = load_config(Path(config)) if config is not None and Path(config).is_file() else None
     if cfg is None or list(cfg["studies"]) != list(studies):
         return []
@@ -301,9 +301,8 @@ def audit_unread_sets(studies: list[str], manifests: Path, config: Path | None) 
         if not is_frozen(manifests, set_id):
             raise SpecproofError(f"{config}: field retired/pending: {set_id} is not frozen under {manifests}")
         manifest = verify_hashes(manifests, set_id)
-        committed = committed_manifest_line(set_dir(manifests, set_id), set_id)
-        _, lines = audit_records(set_id, manifest, set_dir(manifests, set_id))
-        report += [committed, *lines, f"{set_id} (not read by the paper): {len(manifest['files'])} frozen files "
+        _, lines = run_set_checks(set_id, manifest, set_dir(manifests, set_id), read_by_paper=False)
+        report += [*lines, f"{set_id} (not read by the paper): {len(manifest['files'])} frozen files "
                    "match their sha256, and its records match their recomputation"]
     return report
 
@@ -345,17 +344,13 @@ def _audit_paper_files(cited: Path | None, seeds: Path | None, pdf: dict | None)
 
 def _audit_set(set_id: str, manifests: Path, numbers: dict, numbers_path: Path):
     """(analysis, manifest sha256, recomputed rows, report lines) of one frozen set."""
-    from .audit_anchors import committed_manifest_line, provenance_commit_line
-    from .audit_checks import audit_records
+    from .audit.checks import run_set_checks
     from .numbers import study_numbers, summary_only
     if not is_frozen(manifests, set_id):
         raise SpecproofError(f"{set_dir(manifests, set_id) / 'manifest.json'}: record set {set_id!r} is not frozen")
     manifest = verify_hashes(manifests, set_id)
-    report = [f"{set_id}: {len(manifest['files'])} frozen files match their sha256",
-              committed_manifest_line(set_dir(manifests, set_id), set_id)]
-    analysis, lines = audit_records(set_id, manifest, set_dir(manifests, set_id))
-    report += lines + [provenance_commit_line(set_dir(manifests, set_id), set_id,
-                                              read_json(set_dir(manifests, set_id) / "provenance.json"))]
+    analysis, lines = run_set_checks(set_id, manifest, set_dir(manifests, set_id))
+    report = [f"{set_id}: {len(manifest['files'])} frozen files match their sha256", *lines]
     report.append(f"{set_id}: provenance, seals, recorded times, stored Q and P ids, and every summary and "
                   "derived file match their recomputation from the raw records")
     sha = manifest_sha256(manifests, set_id)
@@ -373,16 +368,13 @@ def _audit_bench(benchmarks: Path, numbers: dict, numbers_path: Path, cited: Pat
     """(bench.* rows recomputed from the tables' JSON and bench_goal.* rows from them and
     ``cited``'s goals, report line); each .md is the table rendered from its JSON. Each
     JSON is read once (read_tables) for all three checks."""
-    from .audit_anchors import check_advise_records, check_bench_tables, committed_bench_line
+    from .audit.checks import run_checks
     from .benchtables import bench_numbers, read_tables
     from .benchgoals import cited_goal_rows
-    from .benchvalues import check_bench_values
     tables = read_tables(benchmarks)
     rows = bench_numbers(tables)
-    check_bench_tables(benchmarks, tables)
-    recomputed = check_bench_values(tables)
-    check_advise_records(tables)
-    committed = committed_bench_line(benchmarks)
+    found = run_checks("benchmarks", benchmarks=benchmarks, tables=tables)
+    recomputed, committed = found["bench_values"], found["committed_tables"]
     _check(numbers, rows, "bench.", numbers_path, check_source=False)  # paths as given
     goals = cited_goal_rows(rows, cited)
     _check(numbers, goals, "bench_goal.", numbers_path, check_source=False)
@@ -395,7 +387,7 @@ def _audit_bench(benchmarks: Path, numbers: dict, numbers_path: Path, cited: Pat
 def _audit_cited_rows(cited: Path, numbers: dict, numbers_path: Path) -> dict:
     """cited.* rows recomputed from the cited yaml, which must be the committed one where
     it is tracked (its quotes are checked apart)."""
-    from .audit_anchors import committed_sha256
+    from .audit.provenance import committed_sha256
     from .cited import cited_rows, read_cited
     committed = committed_sha256(cited.parent, cited.name)
     if committed is not None and committed != sha256_file(cited):
@@ -410,7 +402,7 @@ def _audit_paper(studies, manifests: Path, config, numbers: dict, numbers_path: 
     """(paper.* rows recomputed, report line). A title that cannot be recomputed (no
     config listing these studies) is taken as numbers.json has it, and the line says so;
     numbers.json without paper.* rows (a study's numbers alone) is named, not an error."""
-    from .audit_anchors import paper_numbers
+    from .audit.checks import paper_numbers
     if not any(k.startswith("paper.") for k in numbers):
         return {}, f"paper: {numbers_path} holds no paper.* rows"
     rows, note = paper_numbers(studies, manifests, config)
