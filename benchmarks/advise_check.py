@@ -27,7 +27,7 @@ from pathlib import Path
 
 from common import RESULTS, add_set_flags, checked_study, provenance, write_table
 from specproof.evidence.advise import advise_study
-from specproof.publish.audit_anchors import ADVISE_RECORDS
+from specproof.publish.audit.benchmarks import ADVISE_RECORDS
 from specproof.publish.benchvalues import ADVISE_GOAL, advise_cells, advise_sample, advise_values
 from specproof.records import read_jsonl, read_parquet
 from specproof.study import prompts as P

@@ -1,6 +1,7 @@
 """The package's rooms: imports only point down (decode < models < study < evidence <
-analysis < publish < cli); errors, records and limits (the bounds of a run's settings)
-are importable from anywhere and import no room; no package __init__ loads a heavy library."""
+analysis < publish < cli); errors, records, limits (the bounds of a run's settings) and
+catalog (the record files) are importable from anywhere and import no room; no package
+__init__ loads a heavy library."""
 import ast
 import subprocess
 import sys
@@ -10,7 +11,7 @@ import pytest
 
 PKG = Path(__file__).resolve().parents[1] / "src" / "specproof"
 ORDER = ["decode", "models", "study", "evidence", "analysis", "publish", "cli"]
-SHARED = {"errors", "records", "limits", "load"}
+SHARED = {"errors", "records", "limits", "load", "catalog"}
 TOOLS = {"llama_build": "models"}  # the install-time llama.cpp build helper belongs to the models room
 HEAVY = {"torch", "transformers", "llama_cpp", "matplotlib", "typst"}
 

@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 from specproof.errors import SpecproofError
-from specproof.publish.audit_checks import check_margins
+from specproof.publish.audit.endpoints import check_margins
 from specproof.publish.manifests import set_dir
 from specproof.records import check_seal, read_parquet, write_parquet
 

@@ -44,7 +44,7 @@ def test_a_cited_figure_changed_without_its_quote_fails_the_audit(tmp_path):
 def test_every_frozen_set_is_listed_retired_or_pending(tmp_path):
     """A frozen set dropped from config.yaml's studies without being retired or pending
     (with why) is named."""
-    from specproof.publish.audit_anchors import check_every_set_listed
+    from specproof.publish.audit.provenance import check_every_set_listed
     from specproof.study.config import load_config
     for set_dir in ("a/m1", "a/m2", "b/m1"):
         (tmp_path / "manifests" / set_dir).mkdir(parents=True)
@@ -63,7 +63,7 @@ def test_every_frozen_set_is_listed_retired_or_pending(tmp_path):
 
 
 def test_the_committed_config_lists_or_retires_every_frozen_set():
-    from specproof.publish.audit_anchors import check_every_set_listed
+    from specproof.publish.audit.provenance import check_every_set_listed
     from specproof.study.config import load_config
     root = Path(__file__).resolve().parents[2]
     check_every_set_listed(root / "manifests", load_config(root / "config/config.yaml"), root / "config/config.yaml")

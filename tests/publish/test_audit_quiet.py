@@ -4,7 +4,7 @@ import pytest
 
 from specproof.errors import SpecproofError
 from specproof.load import BUSY_SHARE
-from specproof.publish.audit_anchors import _prefill_consistency, quiet_runs
+from specproof.publish.audit.timing import prefill_consistency, quiet_runs
 
 
 def _runs(k4_prefill_ms: float, share: float | None) -> pd.DataFrame:
@@ -30,18 +30,18 @@ def provenance(tmp_path):
 
 
 def test_a_quiet_configuration_like_its_pair_passes(tmp_path):
-    _prefill_consistency(tmp_path, _runs(11.0, 0.02))
+    prefill_consistency(tmp_path, _runs(11.0, 0.02))
 
 
 def test_a_quiet_configuration_with_forged_prefill_is_refused(tmp_path):
     with pytest.raises(SpecproofError, match="field prefill_ns"):
-        _prefill_consistency(tmp_path, _runs(30.0, 0.02))
+        prefill_consistency(tmp_path, _runs(30.0, 0.02))
 
 
 def test_runs_timed_while_busy_are_not_compared(tmp_path):
     runs = _runs(30.0, BUSY_SHARE + 0.3)  # another process slowed them by an unrecorded amount
     assert len(quiet_runs(runs)) == len(runs) - 2
-    _prefill_consistency(tmp_path, runs)
+    prefill_consistency(tmp_path, runs)
 
 
 def test_runs_without_a_recorded_share_count_as_quiet():
@@ -54,7 +54,7 @@ def test_a_model_free_draft_that_prefills_more_is_refused(tmp_path):
     """Decode time moved into the prefill of every speculative configuration of an n-gram
     pair keeps the per-configuration band (they move together) but not this bound."""
     import json
-    from specproof.publish.audit_anchors import _model_free_prefill
+    from specproof.publish.audit.timing import model_free_prefill
     runs = _runs(11.0, 0.01).assign(draft="ngram")
     runs.loc[runs["path"] == "speculative", "prefill_ns"] *= 3
     (tmp_path / "provenance.json").write_text(json.dumps(
@@ -62,7 +62,7 @@ def test_a_model_free_draft_that_prefills_more_is_refused(tmp_path):
     target = runs[runs["path"] == "target"].groupby(["pair", "prompt_id"])["prefill_ns"].median()
     spec = runs[runs["path"] == "speculative"].join(target.rename("target_prefill_ns"), on=["pair", "prompt_id"])
     with pytest.raises(SpecproofError, match="draft runs no model"):
-        _model_free_prefill(tmp_path / "runs.parquet", spec, {"ngram"})
-    _model_free_prefill(tmp_path / "runs.parquet", spec, set())  # a model draft prefills its own prompt too
+        model_free_prefill(tmp_path / "runs.parquet", spec, {"ngram"})
+    model_free_prefill(tmp_path / "runs.parquet", spec, set())  # a model draft prefills its own prompt too
     with pytest.raises(SpecproofError, match="draft runs no model"):
-        _prefill_consistency(tmp_path, runs)
+        prefill_consistency(tmp_path, runs)

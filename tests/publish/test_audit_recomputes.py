@@ -14,12 +14,12 @@ import pytest
 import yaml
 
 from specproof.analysis.analyze import analyze, stage_analyze
-from specproof.analysis.summaries import RAW_RECORDS, recompute
+from specproof.analysis.summaries import recompute
+from specproof.catalog import MANIFEST_FORMAT, format_records, newer_records
 from specproof.errors import SpecproofError
 from specproof.evidence.stages import SEEDED, STAGES
-from specproof.publish.audit_anchors import LEGACY_SETS
-from specproof.publish.manifests import (FORMAT_RECORDS, MANIFEST_FORMAT, OPTIONAL, audit, freeze,
-                                         manifest_sha256, set_dir)
+from specproof.publish.audit.provenance import LEGACY_SETS
+from specproof.publish.manifests import audit, freeze, manifest_sha256, set_dir
 from specproof.publish.numbers import study_numbers
 from specproof.records import (canonical_json, read_json, read_parquet, sha256_file, sha256_text, strict_json,
                                write_json, write_parquet)
@@ -113,8 +113,7 @@ def test_the_made_set_passes_and_every_summary_number_comes_from_a_raw_record(ma
     assert sources["prediction.discovery_holds"] == "predictions.json"
     assert sources["advise.mt+md.predicted"] == "advise_rounds.parquet"
     assert sources["advise.mt+md.realized"] == "advise_runs.parquet"
-    assert set(RAW_RECORDS) == set(OPTIONAL)
-    assert set(read_json(set_dir(made / "manifests", SET) / "manifest.json")["files"]) >= set(OPTIONAL)
+    assert set(read_json(set_dir(made / "manifests", SET) / "manifest.json")["files"]) >= set(newer_records())
 
 
 def test_the_raw_records_give_back_the_stages_summaries(made):
@@ -240,11 +239,11 @@ def test_a_set_frozen_before_the_raw_records_is_audited_against_its_summaries(co
     doc, seal = read_json(d / "predictions.json"), read_json(d / "prediction_seal.json")
     write_json({**doc, "predictions_sha256": sha256_text(canonical_json(doc["predictions"])),
                 "sealed_at": seal["sealed_at"]}, d / "prediction_seal.json")
-    for name in OPTIONAL:
+    for name in newer_records():
         (d / name).unlink()
     manifest = read_json(d / "manifest.json")
     manifest.pop("format")
-    manifest["files"] = {k: v for k, v in manifest["files"].items() if k not in OPTIONAL}
+    manifest["files"] = {k: v for k, v in manifest["files"].items() if k not in newer_records()}
     manifest["files"]["prediction_seal.json"]["sha256"] = sha256_file(d / "prediction_seal.json")
     write_json(manifest, d / "manifest.json")
     numbers = write_numbers(copy / "manifests", copy / "numbers.json")
@@ -261,7 +260,7 @@ def test_a_set_frozen_before_the_raw_records_is_audited_against_its_summaries(co
     assert line == (f"{SET}: 29 of them checked only against a summary, the set holding no raw record "
                     "for them: 13 from advise.parquet, 3 from calibration.json, 3 from level1.json, "
                     "4 from level2.json, 6 from prediction.json")
-    assert f"{SET}: manifest format 1 (inferred), frozen before {', '.join(OPTIONAL)} were written; the " \
+    assert f"{SET}: manifest format 1 (inferred), frozen before {', '.join(newer_records())} were written; the " \
         "numbers computed from them come from the stage summaries" in report
     assert numbers[f"{SET}.calibration.id.null_rejection_rate"]["source"] == "calibration.parquet"
     assert numbers[f"{SET}.prediction.discovery_holds"]["source"] == "prediction_seal.json"
@@ -269,7 +268,7 @@ def test_a_set_frozen_before_the_raw_records_is_audited_against_its_summaries(co
 
 def test_freeze_records_the_manifest_format(made):
     manifest = read_json(set_dir(made / "manifests", SET) / "manifest.json")
-    assert manifest["format"] == MANIFEST_FORMAT and set(manifest["files"]) == set(FORMAT_RECORDS[MANIFEST_FORMAT])
+    assert manifest["format"] == MANIFEST_FORMAT and set(manifest["files"]) == set(format_records(MANIFEST_FORMAT))
 
 
 def test_a_format_2_set_missing_a_raw_record_fails_the_audit(copy):

@@ -403,13 +403,13 @@ def _target_decode_from_prefill(d):
 def _downgrade(d):
     """a09: the newer raw records deleted (the seal folded back into its earlier form), so
     the set reads as format 1 and its numbers would come from editable summaries."""
-    from specproof.publish.manifests import OPTIONAL
+    from specproof.catalog import newer_records
     from specproof.records import canonical_json, sha256_text
     doc, seal = read_json(d / "predictions.json"), read_json(d / "prediction_seal.json")
     write_json({**doc, "predictions_sha256": sha256_text(canonical_json(doc["predictions"])),
                 "sealed_at": seal["sealed_at"]}, d / "prediction_seal.json")
     manifest = read_json(d / "manifest.json")
-    for name in OPTIONAL:
+    for name in newer_records():
         (d / name).unlink()
         del manifest["files"][name]
     write_json(manifest, d / "manifest.json")
@@ -700,7 +700,7 @@ def test_a_changed_paper_row_fails_the_audit(copy, cached, metric, value):
     """a11: paper.* rows are recomputed from the config the audit is given."""
     import yaml
     from specproof.errors import SpecproofError
-    from specproof.publish.audit_anchors import paper_numbers
+    from specproof.publish.audit.checks import paper_numbers
     from specproof.publish.manifests import audit
     config = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())
     config["studies"], config["replicates"], config["retired"], config["pending"] = [SET], [], [], []
@@ -777,7 +777,7 @@ def test_a_benchmark_table_unlike_the_committed_one_or_gone_fails_the_audit(tmp_
     import subprocess
 
     from specproof.errors import SpecproofError
-    from specproof.publish.audit_anchors import committed_bench_line
+    from specproof.publish.audit.benchmarks import committed_bench_line
     bench = tmp_path / "results"
     shutil.copytree(ROOT / "benchmarks" / "results", bench)
     git = lambda *a: subprocess.run(["git", "-C", str(bench), "-c", "user.name=t", "-c", "user.email=t@t", *a],
@@ -809,7 +809,7 @@ def test_a_provenance_unlike_its_commit_fails_the_audit(edit, message):
     an unknown commit, a capture time before the commit, a config hash unlike the commit's
     study config."""
     from specproof.errors import SpecproofError
-    from specproof.publish.audit_anchors import provenance_commit_line
+    from specproof.publish.audit.provenance import provenance_commit_line
     dest = set_dir(ROOT / "manifests", SET)
     prov = read_json(dest / "provenance.json")
     assert "is in this checkout's history" in provenance_commit_line(dest, SET, prov)

@@ -5,7 +5,7 @@ import pandas as pd
 import pytest
 
 from specproof.errors import SpecproofError
-from specproof.publish.audit_checks import check_qualification_twins
+from specproof.publish.audit.endpoints import check_qualification_twins
 
 
 def _write(tmp_path, twin_ids=(1, 2, 3)):

@@ -200,7 +200,7 @@ def test_advise_check_samples_moved_with_their_values_still_differ_from_the_reco
     together. The samples are recomputed from the stage records beside the table."""
     import shutil
     from pathlib import Path
-    from specproof.publish.audit_anchors import check_advise_records
+    from specproof.publish.audit.benchmarks import check_advise_records
     from specproof.publish.benchvalues import advise_cells, advise_values
     results = Path(__file__).resolve().parents[2] / "benchmarks" / "results"
     for name in ("advise_check.json", "advise_check.md"):
@@ -223,7 +223,7 @@ def test_an_edited_confirmation_run_moves_the_recomputed_prediction_away_from_th
     faster in advise_runs.parquet, the samples left alone, no longer recomputes to them."""
     import shutil
     from pathlib import Path
-    from specproof.publish.audit_anchors import check_advise_records
+    from specproof.publish.audit.benchmarks import check_advise_records
     from specproof.records import read_parquet, write_parquet
     results = Path(__file__).resolve().parents[2] / "benchmarks" / "results"
     shutil.copy(results / "advise_check.json", tmp_path / "advise_check.json")
@@ -272,7 +272,7 @@ def _advise_records_copy(tmp_path):
 def test_a_confirmation_and_a_check_swapped_no_longer_cover_the_reserved_prompts(tmp_path):
     """Red team: the phases of one pair's runs swapped exchange its prediction and its
     realized speedup; the check must have run on every reserved prompt of prompts.jsonl."""
-    from specproof.publish.audit_anchors import check_advise_records
+    from specproof.publish.audit.benchmarks import check_advise_records
     from specproof.records import read_parquet, write_parquet
     d = _advise_records_copy(tmp_path)
     runs = read_parquet(d / "advise_runs.parquet")
@@ -287,7 +287,7 @@ def test_a_confirmation_and_a_check_swapped_no_longer_cover_the_reserved_prompts
 def test_a_prediction_model_chosen_after_the_fact_is_refused(tmp_path):
     """Red team: a confirmed row relabelled 'loop' would be recomputed with the loop
     model's prediction; the model a row names must be the one its records make."""
-    from specproof.publish.audit_anchors import check_advise_records
+    from specproof.publish.audit.benchmarks import check_advise_records
     from specproof.records import read_parquet, write_parquet
     d = _advise_records_copy(tmp_path)
     advice = read_parquet(d / "advise.parquet")

@@ -7,14 +7,15 @@ import json
 import pytest
 
 from specproof.errors import SpecproofError
-from specproof.publish.manifests import (DERIVED, RAW, freeze, frozen_sets, machine_label,
-                                         matching_frozen, relabel, verify_hashes)
+from specproof.catalog import format_records
+from specproof.publish.manifests import (freeze, frozen_sets, machine_label, matching_frozen, relabel,
+                                         verify_hashes)
 
 
 def fake_results(tmp_path, content="a", cpu=None):
     d = tmp_path / "results" / "s"
     d.mkdir(parents=True, exist_ok=True)
-    for name in RAW + DERIVED:
+    for name in format_records(1):
         (d / name).write_text(json.dumps({"name": name, "c": content}) if name.endswith(".json") else content)
     (d / "provenance.json").write_text(json.dumps({"cpu": {"model": f"CPU {cpu or content}"}, "packages": {}}))
     return d
@@ -24,7 +25,7 @@ def test_freeze_refuses_without_force_and_keeps_history(tmp_path):
     res = fake_results(tmp_path)
     man = tmp_path / "manifests"
     first = json.loads(freeze("s", res, man, machine="m1").read_text())
-    assert set(first["files"]) == set(RAW + DERIVED) and first["machine"] == "m1"
+    assert set(first["files"]) == set(format_records(1)) and first["machine"] == "m1"
     with pytest.raises(SpecproofError, match="already frozen for machine 'm1'; use --force"):
         freeze("s", res, man, machine="m1")
     fake_results(tmp_path, "b", cpu="a")

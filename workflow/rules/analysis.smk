@@ -1,8 +1,8 @@
 rule analyze:
     input:
-        [f"{RESULTS}/{{study}}/{f}" for f in ANALYZED],
+        [f"{RESULTS}/{{study}}/{f}" for f in analyzed_records()],
     output:
-        [f"{RESULTS}/{{study}}/{f}" for f in DERIVED],
+        [f"{RESULTS}/{{study}}/{f}" for f in of_kind("derived")],
     log:
         f"{RESULTS}/{{study}}/logs/analyze.log",
     conda:

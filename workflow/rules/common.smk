@@ -9,7 +9,8 @@ from specproof.errors import ConfigError
 from specproof.evidence.stages import job_parts
 from specproof.study.config import load_study, load_yaml
 from specproof.publish.figures import NAMES as FIGURE_NAMES
-from specproof.publish.manifests import DERIVED, OPTIONAL, RAW, compared_sets, is_frozen, set_dir, split_set
+from specproof.catalog import analyzed_records, format_records, of_kind, record, study_files
+from specproof.publish.manifests import compared_sets, is_frozen, set_dir, split_set
 
 # the schemas ship inside the package (importlib.resources), so an installed specproof finds them
 validate(config, "../../src/specproof/study/schemas/config.schema.yaml")
@@ -42,11 +43,12 @@ def records(set_id):
 
 
 def record_files(set_id):
-    """The files a record set holds: every raw and derived record; the optional raw records
-    (written by newer stages) too, except where a frozen set predates them."""
+    """The files a record set holds (``specproof.catalog``): every record of the current
+    manifest format, except the newer ones a frozen set predates."""
     d = records(set_id)
-    optional = [f for f in OPTIONAL if not is_frozen(MANIFESTS, set_id) or Path(d, f).is_file()]
-    return [f"{d}/{f}" for f in RAW + optional + DERIVED]
+    frozen = is_frozen(MANIFESTS, set_id)
+    return [f"{d}/{f}" for f in format_records()
+            if record(f).since == 1 or not frozen or Path(d, f).is_file()]
 
 
 def set_records(wildcards):
@@ -97,15 +99,6 @@ def head_study():
 
 def paper_pdf():
     return f"{PAPER}/paper.pdf"
-
-
-# the raw records `analysis.analyze` reads (the rest of RAW is provenance for the audit);
-# a run made by this code writes every OPTIONAL record, a set frozen earlier may lack them
-ANALYZED = ["provenance.json", "prompts.jsonl", "reference.parquet", "reference.seal.json",
-            "runs.parquet", "rounds.parquet", "micro.parquet", "pit.parquet",
-            "batch_invariance.parquet", "qualification.parquet", "margins.parquet",
-            "prediction_seal.json", "prediction.json", "level1.json", "level2.json",
-            "calibration.json", "calibration.parquet", "advise.parquet"] + OPTIONAL
 
 
 def fail(message):

@@ -33,7 +33,7 @@ rule audit:
 
 rule drift:
     input:
-        lambda w: [f"{RESULTS}/{w.study}/{f}" for f in RAW + DERIVED],
+        lambda w: study_files(f"{RESULTS}/{w.study}"),
     output:
         f"{RESULTS}/{{study}}/drift.md",
     log:
@@ -53,7 +53,7 @@ rule drift:
 
 rule study_numbers:
     input:
-        lambda w: [f"{RESULTS}/{w.study}/{f}" for f in RAW + DERIVED],
+        lambda w: study_files(f"{RESULTS}/{w.study}"),
     output:
         f"{RESULTS}/{{study}}/report/numbers.json",
     log:

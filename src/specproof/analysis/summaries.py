@@ -26,20 +26,13 @@ from pathlib import Path
 
 import pandas as pd
 
+from ..catalog import of_stage, record
 from ..evidence.advise import predict, predict_loop, realized_from_runs, run_phases, with_confirmation
 from ..evidence.calibration import (LEVEL2_COLUMNS, level1_case, level1_summary, level2_tests,
                                     power_curve, summarize_calibration)
 from ..evidence.prediction import first_reserved_start, load_sealed, prediction_counts, reserved_live
 from ..errors import SpecproofError
 from ..records import read_json, read_parquet
-
-# the files whose values the audit can only copy when a set holds no raw record for them
-SUMMARY_FILES = ("calibration.json", "level1.json", "level2.json", "prediction.json", "advise.parquet")
-# raw records written by newer stages; optional in a frozen set
-RAW_RECORDS = ("calibration_power.parquet", "level1.parquet", "level2.parquet",
-               "predictions.json", "prediction_live.parquet", "advise_micro.parquet", "advise_rounds.parquet",
-               "advise_runs.parquet")
-
 
 @dataclass
 class Summaries:
@@ -109,8 +102,7 @@ def recompute(d: Path, alpha: float, n_tokens: int) -> Summaries:
         src["prediction.P"] = "prediction.json"
 
     advise = read_parquet(d / "advise.parquet") if has("advise.parquet") else None
-    if advise is not None and all(has(f) for f in ("advise_micro.parquet", "advise_rounds.parquet",
-                                                     "advise_runs.parquet")):
+    if advise is not None and all(has(f) for f in of_stage("advise") if record(f).kind == "raw"):
         advise = recompute_advise(advise, read_parquet(d / "advise_micro.parquet"),
                                   read_parquet(d / "advise_rounds.parquet"),
                                   read_parquet(d / "advise_runs.parquet"))

@@ -210,6 +210,9 @@ def _audit_parser(sub) -> argparse.ArgumentParser:
     au.add_argument("--figures", default=None, help="figures/<set> of --paper-pdf")
     au.add_argument("--machine-figures", default="figures/machines", help="the machines figure of --paper-pdf")
     au.add_argument("--map-figures", default=None, help="the break-even map of --paper-pdf (default: --figures)")
+    au.add_argument("--list", action="store_true",
+                    help="print the registry of checks (name, family, records read, guarantee) and exit")
+    au.add_argument("--markdown", action="store_true", help="with --list: print it as the page docs/audit.md")
     return au
 
 

@@ -9,6 +9,7 @@ from ..analysis.analyze import analyze
 from ..errors import ConfigError, SpecproofError
 from ..limits import output_dir, output_file
 from ..publish.figures import break_even_figure, machines_verify_cost, make_all
+from ..publish.audit.checks import listing, markdown
 from ..publish.manifests import audit, drift, freeze, relabel, split_set
 from ..publish.paper import build_numbers, compile_paper, failed_claims
 from ..records import read_parquet
@@ -77,6 +78,9 @@ def cmd_freeze(a) -> int:
 
 
 def cmd_audit(a) -> int:
+    if a.list:
+        print(markdown() if a.markdown else "\n".join(listing()))
+        return 0
     studies = a.studies
     if not studies:
         studies = load_config(Path(a.config))["studies"]

@@ -20,26 +20,12 @@ import shutil
 from contextlib import contextmanager
 from pathlib import Path
 
+from ..catalog import format_records, newer_records, record
 from ..errors import SpecproofError
 from ..evidence.fingerprint import context_differences, fingerprint_of, identity_differences
 from ..evidence.provenance import portable
 from ..records import atomic_path, read_json, sha256_file, write_error, write_json
 from .benchtables import markdown_table
-
-RAW = ["provenance.json", "models.json", "prompts.jsonl", "reference.parquet", "reference.seal.json",
-       "runs.parquet", "rounds.parquet", "micro.parquet", "pit.parquet", "batch_invariance.parquet",
-       "qualification.parquet", "margins.parquet", "prediction_seal.json", "prediction.json",
-       "level1.json", "level2.json", "calibration.parquet", "calibration.json", "advise.parquet"]
-# raw records newer stages write, which sets frozen before them lack (analysis.summaries)
-OPTIONAL = ["calibration_power.parquet", "level1.parquet", "level2.parquet", "predictions.json",
-            "prediction_live.parquet",
-            "advise_micro.parquet", "advise_rounds.parquet", "advise_runs.parquet"]
-DERIVED = ["agreement.parquet", "costs.parquet", "stats.json", "certificate.json"]
-# manifest formats: the records a set of each format holds (format 1: frozen before the
-# OPTIONAL raw records were written); freeze records the format, the audit requires its records
-FORMAT_RECORDS = {1: RAW + DERIVED, 2: RAW + OPTIONAL + DERIVED}
-MANIFEST_FORMAT = 2
-
 
 MACHINE_LABEL = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]*$")
 
@@ -125,7 +111,7 @@ def freeze(study: str, results: Path, manifests: Path, force: bool = False,
     the study's directory (``_freezing``); what an interrupted freeze left there is cleared
     first (``_clear_interrupted``)."""
     results = Path(results)
-    missing = [f for f in RAW + DERIVED if not (results / f).is_file()]
+    missing = [f for f in format_records(1) if not (results / f).is_file()]
     if missing:
         raise SpecproofError(f"{results}: study {study!r} is not finished (missing {', '.join(missing)})")
     prov = read_json(results / "provenance.json")
@@ -198,7 +184,7 @@ def _write_aside(tmp: Path, dest: Path, results: Path, fmt: int, fields: dict) -
     creation time and the provenance's sha256), written last. Returns None."""
     tmp.mkdir()
     files = {}
-    for name in FORMAT_RECORDS[fmt]:
+    for name in format_records(fmt):
         shutil.copy2(results / name, tmp / name)
         files[name] = {"sha256": sha256_file(tmp / name), "bytes": (tmp / name).stat().st_size}
     if (dest / "manifest.json").exists():
@@ -255,15 +241,19 @@ def relabel(study: str, manifests: Path, old: str, new: str) -> Path:
 
 
 def results_format(results: Path) -> int:
-    """The manifest format a finished study's results make: the current one when they hold
-    every OPTIONAL record, 1 when they hold none (results written before those records);
-    results holding some are refused, naming the first missing record."""
-    held = [f for f in OPTIONAL if (Path(results) / f).is_file()]
-    if held and len(held) < len(OPTIONAL):
-        missing = next(f for f in OPTIONAL if f not in held)
-        raise SpecproofError(f"{Path(results) / missing}: missing, while the study holds {held[0]}; "
+    """The manifest format a finished study's results make: the newest format whose
+    records they all hold (``catalog.format_records``), 1 when they hold no newer record
+    (results written before those records); results holding some of a format's records
+    but not all are refused, naming the first missing record."""
+    held = [f for f in newer_records() if (Path(results) / f).is_file()]
+    if not held:
+        return 1
+    fmt = max(record(f).since for f in held)
+    missing = [f for f in format_records(fmt) if not (Path(results) / f).is_file()]
+    if missing:
+        raise SpecproofError(f"{Path(results) / missing[0]}: missing, while the study holds {held[0]}; "
                              "a study holds all of its raw records or was run before them")
-    return MANIFEST_FORMAT if held else 1
+    return fmt
 
 
 def verify_hashes(manifests: Path, set_id: str) -> dict:
@@ -293,9 +283,9 @@ def audit(studies: list[str], manifests: Path, numbers_path: Path,
           benchmarks: Path | None = None, config: Path | None = DEFAULT_CONFIG,
           cited: Path | None = None, seeds: Path | None = None, pdf: dict | None = None) -> list[str]:
     """Re-hash every frozen file, compare each manifest with the committed one (in a git
-    checkout), check each set's records (``audit_checks``: the records its manifest format
-    holds, provenance and seals, the chain of recorded times, stored Q and copied P ids,
-    every summary and derived file against its recomputation), and recompute every row of
+    checkout), check each set's records (the registry of ``audit.checks``: the records its
+    manifest format holds, provenance and seals, the chain of recorded times, stored Q and
+    copied P ids, every summary and derived file against its recomputation), and recompute every row of
     numbers.json: each set's from its frozen raw records, the cross-machine ones, the
     benchmark tables' from their JSON (checked against their .md), the paper's from
     ``config`` (its title where that config lists these studies); a row recomputed from
@@ -366,8 +356,8 @@ def audit_unread_sets(studies: list[str], manifests: Path, config: Path | None) 
     (hashes, the committed manifest, every record check and recomputation their format
     allows) but without numbers: a reader may cite any set under ``manifests``."""
     from ..study.config import load_config
-    from .audit_anchors import UNREAD_SETS, committed_manifest_line
-    from .audit_checks import audit_records
+    from .audit.checks import run_set_checks
+    from .audit.provenance import UNREAD_SETS
     cfg = load_config(Path(config)) if config is not None and Path(config).is_file() else None
     if cfg is None or list(cfg["studies"]) != list(studies):
         return []
@@ -376,9 +366,8 @@ def audit_unread_sets(studies: list[str], manifests: Path, config: Path | None) 
         if not is_frozen(manifests, set_id):
             raise SpecproofError(f"{config}: field retired/pending: {set_id} is not frozen under {manifests}")
         manifest = verify_hashes(manifests, set_id)
-        committed = committed_manifest_line(set_dir(manifests, set_id), set_id)
-        _, lines = audit_records(set_id, manifest, set_dir(manifests, set_id))
-        report += [committed, *lines, f"{set_id} (not read by the paper): {len(manifest['files'])} frozen files "
+        _, lines = run_set_checks(set_id, manifest, set_dir(manifests, set_id), read_by_paper=False)
+        report += [*lines, f"{set_id} (not read by the paper): {len(manifest['files'])} frozen files "
                    "match their sha256, and its records match their recomputation"]
     return report
 
@@ -420,17 +409,13 @@ def _audit_paper_files(cited: Path | None, seeds: Path | None, pdf: dict | None)
 
 def _audit_set(set_id: str, manifests: Path, numbers: dict, numbers_path: Path):
     """(analysis, manifest sha256, recomputed rows, report lines) of one frozen set."""
-    from .audit_anchors import committed_manifest_line, provenance_commit_line
-    from .audit_checks import audit_records
+    from .audit.checks import run_set_checks
     from .numbers import study_numbers, summary_only
     if not is_frozen(manifests, set_id):
         raise SpecproofError(f"{set_dir(manifests, set_id) / 'manifest.json'}: record set {set_id!r} is not frozen")
     manifest = verify_hashes(manifests, set_id)
-    report = [f"{set_id}: {len(manifest['files'])} frozen files match their sha256",
-              committed_manifest_line(set_dir(manifests, set_id), set_id)]
-    analysis, lines = audit_records(set_id, manifest, set_dir(manifests, set_id))
-    report += lines + [provenance_commit_line(set_dir(manifests, set_id), set_id,
-                                              read_json(set_dir(manifests, set_id) / "provenance.json"))]
+    analysis, lines = run_set_checks(set_id, manifest, set_dir(manifests, set_id))
+    report = [f"{set_id}: {len(manifest['files'])} frozen files match their sha256", *lines]
     report.append(f"{set_id}: provenance, seals, recorded times, stored Q and P ids, and every summary and "
                   "derived file match their recomputation from the raw records")
     sha = manifest_sha256(manifests, set_id)
@@ -448,16 +433,13 @@ def _audit_bench(benchmarks: Path, numbers: dict, numbers_path: Path, cited: Pat
     """(bench.* rows recomputed from the tables' JSON and bench_goal.* rows from them and
     ``cited``'s goals, report line); each .md is the table rendered from its JSON. Each
     JSON is read once (read_tables) for all three checks."""
-    from .audit_anchors import check_advise_records, check_bench_tables, committed_bench_line
+    from .audit.checks import run_checks
     from .benchtables import bench_numbers, read_tables
     from .benchgoals import cited_goal_rows
-    from .benchvalues import check_bench_values
     tables = read_tables(benchmarks)
     rows = bench_numbers(tables)
-    check_bench_tables(benchmarks, tables)
-    recomputed = check_bench_values(tables)
-    check_advise_records(tables)
-    committed = committed_bench_line(benchmarks)
+    found = run_checks("benchmarks", benchmarks=benchmarks, tables=tables)
+    recomputed, committed = found["bench_values"], found["committed_tables"]
     _check(numbers, rows, "bench.", numbers_path, check_source=False)  # paths as given
     goals = cited_goal_rows(rows, cited)
     _check(numbers, goals, "bench_goal.", numbers_path, check_source=False)
@@ -470,7 +452,7 @@ def _audit_bench(benchmarks: Path, numbers: dict, numbers_path: Path, cited: Pat
 def _audit_cited_rows(cited: Path, numbers: dict, numbers_path: Path) -> dict:
     """cited.* rows recomputed from the cited yaml, which must be the committed one where
     it is tracked (its quotes are checked apart)."""
-    from .audit_anchors import committed_sha256
+    from .audit.provenance import committed_sha256
     from .cited import cited_rows, read_cited
     committed = committed_sha256(cited.parent, cited.name)
     if committed is not None and committed != sha256_file(cited):
@@ -485,7 +467,7 @@ def _audit_paper(studies, manifests: Path, config, numbers: dict, numbers_path: 
     """(paper.* rows recomputed, report line). A title that cannot be recomputed (no
     config listing these studies) is taken as numbers.json has it, and the line says so;
     numbers.json without paper.* rows (a study's numbers alone) is named, not an error."""
-    from .audit_anchors import paper_numbers
+    from .audit.checks import paper_numbers
     if not any(k.startswith("paper.") for k in numbers):
         return {}, f"paper: {numbers_path} holds no paper.* rows"
     rows, note = paper_numbers(studies, manifests, config)

@@ -26,6 +26,7 @@ from ..analysis.analyze import (MIN_QUALIFICATION_RUNS, StudyAnalysis, batch_inv
 from ..analysis.agreement import no_change_counts
 from ..analysis.costs import micro_medians
 from ..analysis.statistics import simulated_coverage, tied_with_best
+from ..catalog import of_kind
 from ..evidence.pit import CHI2_BINS
 from ..records import json_scalar
 from .manifests import split_set
@@ -107,10 +108,10 @@ def best_fixed(a: StudyAnalysis) -> dict[str, dict]:
 def summary_only(numbers: dict) -> dict[str, int]:
     """Per summary file, how many of ``numbers`` are computed from it (not from a raw
     record): the numbers the audit could only check against a summary."""
-    from ..analysis.summaries import SUMMARY_FILES
+    summaries = of_kind("summary")
     out: dict[str, int] = {}
     for rec in numbers.values():
-        if rec["source"] in SUMMARY_FILES:
+        if rec["source"] in summaries:
             out[rec["source"]] = out.get(rec["source"], 0) + 1
     return out
 
