@@ -63,3 +63,10 @@ def test_the_checks_see_a_planted_key_and_pair_id():
     planted = '#num("speedup." + H + ".all")\n#raw("qwen-1b5+qwen-0b5-draft")\n'
     assert len([line for line in code_lines(planted) if re.search(r'"\.[^"]*"|"[^"\s]*\."\s*\+', line)]) == 1
     assert len([line for line in code_lines(planted) if re.search(r'"[\w.-]+\+[\w.-]+"', line)]) == 1
+
+
+def test_no_line_of_the_paper_is_over_two_hundred_characters():
+    """The source reads as prose: long sentences are wrapped at clause ends (a single
+    newline in Typst markup is a space); number formatting is one line of code."""
+    lines = [line for line in PAPER.read_text().splitlines() if not line.startswith("#let fixed(")]
+    assert [line[:60] for line in lines if len(line) > 200] == []
