@@ -10,6 +10,7 @@ JSON file, so the audit can tell an edited table from a rerun one.
 """
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 from ..errors import SpecproofError
@@ -113,17 +114,37 @@ def read_tables(results: Path) -> dict[Path, dict]:
     return tables
 
 
+NAME_DOT = re.compile(r"\.(?!\d)")  # a dot between a name's parts, not a decimal point
+NAME_FIELD = re.compile(r"(K|x)(\d+)")  # a part naming a K or a multiple of the tokens
+
+
+def name_fields(name: str) -> dict:
+    """The fields the paper selects a benchmark value by, read from the name the benchmark
+    wrote: its parts (split at dots that are not decimal points, so 'temperature_1.05' is
+    one part), with a part 'K<k>' given as the field k and a part 'x<m>' as multiple
+    ('K4.realized' -> parts ['realized'], k 4)."""
+    fields: dict = {"parts": []}
+    for part in NAME_DOT.split(name):
+        m = NAME_FIELD.fullmatch(part)
+        if m:
+            fields["k" if m.group(1) == "K" else "multiple"] = int(m.group(2))
+        else:
+            fields["parts"].append(part)
+    return fields
+
+
 def bench_numbers(tables: dict[Path, dict]) -> dict:
     """numbers.json rows for every table of ``tables`` (read_tables): group 'bench', the
-    table, the value's name as the benchmark wrote it as the metric."""
+    table, the value's name as the benchmark wrote it as the metric, and the fields of that
+    name (name_fields) so the paper never builds a name."""
     from .numbers import Rows
     out: dict[str, dict] = {}
     for path, record in tables.items():
         cpu = machine_of((record.get("provenance") or {}).get("cpu", {}))
         values = {**record["values"], **({"machine": {"value": cpu, "unit": "text"}} if cpu else {})}
         rows = Rows(sha256=sha256_file(path))
-        put = rows.at("bench", table=record["benchmark"])
-        for name, entry in values.items():  # the name as the benchmark wrote it, never split
-            put(name, entry["value"], entry["unit"], str(path))
+        for name, entry in values.items():  # the metric is the name as the benchmark wrote it
+            rows.at("bench", name_fields(name), table=record["benchmark"])(
+                name, entry["value"], entry["unit"], str(path))
         out.update(rows.out)
     return out

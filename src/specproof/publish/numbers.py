@@ -379,11 +379,28 @@ def policy_numbers(a: StudyAnalysis, rows: Rows) -> None:
                     "drafts per round", "rounds.parquet")
 
 
+def pair_roles(cfg: dict) -> dict[str, dict]:
+    """Per pair of the study's config ('<target>+<draft>'): its target, its draft and its
+    role in the study, so the paper names a pair by what it is for, never by its id:
+    'headline' (the first pair), 'draft_as_target' (the headline draft's model timed as a
+    target), 'free_draft' (a draft that runs no model) or 'model_draft' (another model)."""
+    own = draft_as_target(cfg)
+    out = {}
+    for i, p in enumerate(cfg["pairs"]):
+        draft = cfg.get("drafts", {}).get(p["draft"], {})
+        role = ("headline" if i == 0 else "draft_as_target" if p["target"] == own
+                else "free_draft" if draft.get("kind") == "ngram" else "model_draft")
+        out[f"{p['target']}+{p['draft']}"] = {"role": role, "target": p["target"], "draft": p["draft"]}
+    return out
+
+
 def best_numbers(a: StudyAnalysis, rows: Rows, judge) -> None:
-    """'best.<pair>.*' (the best greedy fixed K over all prompts) and 'best_reserved.<pair>.*'
-    (K chosen on discovery prompts, reported on the reserved ones)."""
+    """'best.<pair>.*' (the best greedy fixed K over all prompts; each row also carries its
+    pair's target, draft and role, pair_roles) and 'best_reserved.<pair>.*' (K chosen on
+    discovery prompts, reported on the reserved ones)."""
+    roles = pair_roles(a.provenance["study"]["config"])
     for pair, b in best_fixed(a).items():
-        put = rows.at("best", {"config": b["config"]}, pair=pair)
+        put = rows.at("best", {"config": b["config"], **roles.get(pair, {})}, pair=pair)
         put("k", b["k"], "K", "runs.parquet")
         put("speedup", b["speedup"], "x", "runs.parquet")
         put("ci_low", b["ci_low"], "x", "runs.parquet")
