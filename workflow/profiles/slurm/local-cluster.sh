@@ -95,9 +95,10 @@ up() {
     cpus=$(sed -E 's/.*CPUs=([0-9]+).*/\1/' <<<"$hw")
     mem=$(sed -E 's/.*RealMemory=([0-9]+).*/\1/' <<<"$hw")
     cat >"$conf" <<EOF
-# Written by workflow/profiles/slurm/local-cluster.sh: one node, this host ($cpus CPUs, $mem MB).
+# Written by workflow/profiles/slurm/local-cluster.sh: one node, this host ($cpus CPUs, $mem MB),
+# reached at 127.0.0.1 whatever its name resolves to.
 ClusterName=specproof
-SlurmctldHost=$node
+SlurmctldHost=$node(127.0.0.1)
 SlurmUser=root
 SlurmdUser=root
 AuthType=auth/munge
@@ -129,7 +130,7 @@ SlurmdTimeout=30
 InactiveLimit=0
 KillWait=5
 MpiDefault=none
-NodeName=$node $hw State=UNKNOWN
+NodeName=$node NodeAddr=127.0.0.1 $hw State=UNKNOWN
 PartitionName=$partition Nodes=$node Default=YES MaxTime=INFINITE State=UP OverSubscribe=NO
 EOF
     mkdir -p "$(dirname "$RUN_CONF")"
