@@ -47,6 +47,18 @@ RUN_CONF=${SPECPROOF_SLURM_RUN_CONF:-/run/slurm/conf}
 down() {
     if [[ -L $RUN_CONF && $(readlink "$RUN_CONF") == "$state" ]]; then rm -f "$RUN_CONF"; fi
     [[ -d $state ]] || return 0
+    # jobs still queued or running are cancelled first, so no job step outlives its slurmd
+    local jobs
+    if [[ -s $state/slurmctld.pid ]] && kill -0 "$(cat "$state/slurmctld.pid")" 2>/dev/null; then
+        jobs=$(SLURM_CONF=$conf timeout 10 squeue -h -o %A 2>/dev/null || true)
+        if [[ -n $jobs ]]; then
+            SLURM_CONF=$conf timeout 10 scancel $jobs 2>/dev/null || true
+            for _ in $(seq 50); do
+                [[ -z $(SLURM_CONF=$conf timeout 10 squeue -h -o %A 2>/dev/null) ]] && break
+                sleep 0.2
+            done
+        fi
+    fi
     stop_pid "$state/slurmd.pid"
     stop_pid "$state/slurmctld.pid"
     stop_pid "$state/munged.pid"
