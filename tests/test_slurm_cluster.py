@@ -60,7 +60,7 @@ def _install_slurm() -> str | None:
 def cluster(tmp_path_factory):
     """A running one-node cluster; its environment (SLURM_CONF) and state directory."""
     if not _have_slurm() and (why := _install_slurm()):
-        pytest.skip(f"no SLURM cluster: slurm-wlm/munge not installable ({why})")
+        pytest.skip(f"no SLURM cluster: slurm-wlm/munge missing and not installed ({why})")
     state = tmp_path_factory.mktemp("slurm") / "state"
     res = subprocess.run([str(CLUSTER), "up", str(state), PARTITION], capture_output=True, text=True, timeout=120)
     if res.returncode != 0:
@@ -175,8 +175,12 @@ def test_the_study_runs_on_the_cluster_like_a_local_run(cluster, tmp_path):
     ran = {int(j): r for j, r in re.findall(
         r"has been submitted with SLURM jobid (\d+) \(log: \S*/rule_(\w+)/", out1 + out2)}
     assert ran and ran == dict(zip(acct["JobId"], acct["rule"])), (ran, acct[["JobId", "rule"]])
-    local_rules = set(re.findall(r"localrule (\w+):", out2))
-    assert not local_rules & set(acct["rule"]) and {"runs_job", "micro_job", "reference_job"} <= set(done["rule"])
+    # Snakemake prints "rule X:" for a job it submits and "localrule X:" for one it runs itself
+    cluster_rules = set(re.findall(r"^rule (\w+):", out1 + out2, re.M))
+    local_rules = set(re.findall(r"^localrule (\w+):", out1 + out2, re.M))
+    assert cluster_rules == set(acct["rule"]) and not local_rules & cluster_rules, (cluster_rules, local_rules)
+    assert {"reference_job", "runs_job", "micro_job", "advise", "pit", "calibration"} <= set(done["rule"])
+    print(f"accounting: {len(acct)} SLURM jobs ({len(done)} completed), rules {sorted(set(acct['rule']))}")
     nodes = set(done["NodeList"])
     assert len(nodes) == 1
     cpus = int(re.search(r"CPUs=(\d+)", (state / "slurm.conf").read_text())[1])
