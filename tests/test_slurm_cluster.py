@@ -186,6 +186,8 @@ def test_the_study_runs_on_the_cluster_like_a_local_run(cluster, tmp_path):
     cpus = int(re.search(r"CPUs=(\d+)", (state / "slurm.conf").read_text())[1])
     timed = done[done["rule"].isin(TIMED)]
     assert TIMED <= set(timed["rule"]), set(done["rule"])
+    # OverSubscribe=NO is --exclusive's mark: a job without it shows OK
+    assert (done.loc[~done["rule"].isin(TIMED), "OverSubscribe"] == "OK").all(), done[["rule", "OverSubscribe"]]
     for _, job in timed.iterrows():
         # the whole node: all its CPUs whatever the job asked, and no other job alongside
         assert job["ProcCnt"] == cpus and job["OverSubscribe"] == "NO", job
