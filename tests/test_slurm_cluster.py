@@ -31,12 +31,14 @@ CLUSTER = PROFILE / "local-cluster.sh"
 PARTITION = "local"
 # the model-running rules (not localrules) a study runs; the first three are timed
 TIMED = {"runs_job", "micro_job", "advise"}
+# the daemons live in /usr/sbin, which a CI runner's PATH may leave out
+PATH = f"{BIN}:{os.environ['PATH']}:/usr/sbin:/sbin"
 
 pytest.importorskip("snakemake_executor_plugin_slurm")
 
 
 def _have_slurm() -> bool:
-    return all(shutil.which(b) for b in ("munged", "mungekey", "slurmctld", "slurmd", "sbatch", "squeue"))
+    return all(shutil.which(b, path=PATH) for b in ("munged", "mungekey", "slurmctld", "slurmd", "sbatch", "squeue"))
 
 
 def _install_slurm() -> str | None:
@@ -62,14 +64,15 @@ def cluster(tmp_path_factory):
     if not _have_slurm() and (why := _install_slurm()):
         pytest.skip(f"no SLURM cluster: slurm-wlm/munge missing and not installed ({why})")
     state = tmp_path_factory.mktemp("slurm") / "state"
-    res = subprocess.run([str(CLUSTER), "up", str(state), PARTITION], capture_output=True, text=True, timeout=120)
+    res = subprocess.run([str(CLUSTER), "up", str(state), PARTITION], capture_output=True, text=True,
+                         env=dict(os.environ, PATH=PATH), timeout=120)
     if res.returncode != 0:
         pytest.skip("no SLURM cluster: daemons did not start: " + " | ".join(res.stderr.strip().splitlines()[:3]))
-    env = dict(os.environ, SLURM_CONF=str(state / "slurm.conf"), PATH=f"{BIN}:{os.environ['PATH']}")
+    env = dict(os.environ, SLURM_CONF=str(state / "slurm.conf"), PATH=PATH)
     try:
         yield env, state
     finally:
-        subprocess.run([str(CLUSTER), "down", str(state)], timeout=120)
+        subprocess.run([str(CLUSTER), "down", str(state)], env=dict(os.environ, PATH=PATH), timeout=120)
 
 
 def slurm_cmd(base: Path, *targets, extra=()):
