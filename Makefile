@@ -14,7 +14,7 @@ STUDY            ?= cpu-smollm2
 # Rules call the `specproof` command: put the venv first on PATH for every recipe.
 export PATH := $(abspath $(BIN)):$(PATH)
 
-.PHONY: install qwen test test-fast study paper audit bench peers lint clean-venv
+.PHONY: install qwen test test-fast study paper audit bench peers lint slurm-deps clean-venv
 
 # Every `make install` re-checks the llama.cpp build against this CPU (a venv carried from
 # another machine is rebuilt) and smoke-tests it in a subprocess, so a crash is one line.
@@ -46,6 +46,10 @@ PYTEST := $(BIN)/python -m pytest -q -ra --durations=15 -n auto --dist loadfile
 # wait for each other by spinning, so two models decoding on two cores at once (or one
 # beside another worker) slowed them 4-13x (advise --check: 38 s alone, 490 s beside
 # another worker; stop 48's CI ran past its timeouts). Alone they take about 4.5 minutes.
+# tests/test_slurm_cluster.py (part of `make test`) starts a one-node SLURM cluster on this
+# machine (workflow/profiles/slurm/local-cluster.sh) and runs a mock study through the
+# profile; as root it installs slurm-wlm and munge itself when missing (`make slurm-deps`),
+# elsewhere it is skipped in one line.
 test: install
 	$(PYTEST) -m "not models"
 	$(BIN)/python -m pytest -q -ra --durations=10 -m models
@@ -76,6 +80,11 @@ bench: install
 PEERS_SDIST ?=
 peers: $(VENV)/.installed
 	$(BIN)/python benchmarks/peers.py --cmake-override "$(LLAMA_CMAKE_ARGS)" $(if $(PEERS_SDIST),--sdist "$(PEERS_SDIST)")
+
+# Debian's SLURM (slurmctld, slurmd, client commands) and munge, for local-cluster.sh (~30 s)
+slurm-deps:
+	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq slurm-wlm munge || \
+	  { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq slurm-wlm munge; }
 
 lint: install
 	$(BIN)/snakemake --lint
