@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from specproof.catalog import format_records
 from specproof.publish import manifests as M
 from tests.test_workflow import STUDIES, TINY_MOCK_CONFIG, snakemake, snakemake_command
 
@@ -51,7 +52,7 @@ def _finished(results: Path, content: str) -> Path:
     record, ``content`` in each); returns that directory."""
     d = results / "tiny-mock"
     d.mkdir(parents=True, exist_ok=True)
-    for name in M.RAW + M.DERIVED:
+    for name in format_records():
         (d / name).write_text(json.dumps({"name": name, "c": content}) if name.endswith(".json") else content)
     (d / "provenance.json").write_text(json.dumps({"cpu": {"model": "CPU x"}, "packages": {}}))
     return d
