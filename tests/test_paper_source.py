@@ -13,7 +13,7 @@ ALLOWED = [
     r"(?i)\blevel[- ]\d\b", r"\bAVX-\d+",
 ]
 # Number-formatting helpers may hold the constants of formatting itself.
-FORMATTING = ("#let sci(", "#let fixed(", "#let fmt(", "#let pv(")
+FORMATTING = ("#let sci(", "#let fixed(", "#let fmt(", "#let pv(", "#let bound(")
 
 
 def literals(text: str) -> list[tuple[int, str]]:

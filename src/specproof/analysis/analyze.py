@@ -161,7 +161,9 @@ MIN_QUALIFICATION_RUNS = 30  # issue 13: a path qualifies on at least 30 runs
 def qualification_summary(qual: pd.DataFrame, bi: pd.DataFrame | None = None,
                           min_runs: int = MIN_QUALIFICATION_RUNS) -> pd.DataFrame:
     """Per target and verify path: matched / total greedy runs equal to the sealed
-    reference, ``qualifies`` (every run matched), the batch-invariance probe's argmax
+    reference, over how many distinct prompts (``prompts``) and on how many of them some
+    run changed (``changed_prompts``: repeated greedy runs of one prompt repeat one
+    outcome, so prompts are the independent units), ``qualifies`` (every run matched), the batch-invariance probe's argmax
     flips for the batched path (the serialized path scores one position per call, as the
     probe's reference does, so it has none; NaN without a probe) and the verdict:
 
@@ -171,7 +173,10 @@ def qualification_summary(qual: pd.DataFrame, bi: pd.DataFrame | None = None,
     - 'matched, n < <min_runs>': every run matched on too few runs to claim it;
     - 'qualifies': every one of at least ``min_runs`` runs matched and no probe flip."""
     g = qual.groupby(["target", "verify_mode"])
-    s = g.agg(matched=("ids_equal", "sum"), total=("ids_equal", "size")).reset_index()
+    s = g.agg(matched=("ids_equal", "sum"), total=("ids_equal", "size"), prompts=("prompt_id", "nunique"))
+    per_prompt = qual.groupby(["target", "verify_mode", "prompt_id"])["ids_equal"].all()
+    s["changed_prompts"] = (~per_prompt).groupby(level=["target", "verify_mode"]).sum()
+    s = s.reset_index()
     s["qualifies"] = s["matched"] == s["total"]
     flips = bi.groupby("target")["argmax_flips"].sum() if bi is not None else pd.Series(dtype=float)
     s["probe_flips"] = [float(flips.get(t, np.nan)) if m == "batched" else 0.0

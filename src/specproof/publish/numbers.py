@@ -602,8 +602,9 @@ QUALIFICATION_CI = 0.95  # exact (Clopper-Pearson) interval on the share of chan
 
 
 def qualification_numbers(a: StudyAnalysis, rows: Rows) -> None:
-    """'qualification.<target>.<mode>.*' (Q over distinct reserved prompts: matched, changed
-    = total - matched with its exact interval as a share of prompts, the verdict; the
+    """'qualification.<target>.<mode>.*' (Q over the reserved runs: matched, changed = total
+    - matched with its exact interval as a share of runs; over distinct prompts: prompts and
+    changed_prompts, those with some changed run; the verdict; the
     per-token rate of first changes, ``analysis.agreement.change_rate``),
     'batch_invariance.<target>.*' (the logit probe)."""
     from scipy.stats import binomtest
@@ -621,6 +622,8 @@ def qualification_numbers(a: StudyAnalysis, rows: Rows) -> None:
             put("changed_ci_low", changed.low, "share", "qualification.parquet")
             put("changed_ci_high", changed.high, "share", "qualification.parquet")
         put("total", r.total, "runs", "qualification.parquet")
+        put("prompts", int(r.prompts), "prompts", "qualification.parquet")
+        put("changed_prompts", int(r.changed_prompts), "prompts", "qualification.parquet")
         put("qualifies", bool(r.qualifies), "bool", "qualification.parquet")
         put("probe_flips", int(r.probe_flips), "positions", "batch_invariance.parquet")
         put("verdict", r.verdict, "text", "qualification.parquet")
