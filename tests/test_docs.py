@@ -267,6 +267,16 @@ def _plan_run() -> How:
     return How("models", "run with the real models, --json appended", check, models=True)
 
 
+def _slurm_cluster_test(*needles: str) -> How:
+    """Run for real by tests/test_slurm_cluster.py, whose source must hold ``needles``."""
+    def check(cmd: str, tmp: Path) -> None:
+        source = (ROOT / "tests" / "test_slurm_cluster.py").read_text() + (ROOT / "workflow" / "profiles" / "slurm"
+                                                                             / "local-cluster.sh").read_text()
+        for needle in needles:
+            assert needle in source, f"{cmd!r}: tests/test_slurm_cluster.py does not run {needle!r}"
+    return How("static", "run by tests/test_slurm_cluster.py on a local one-node cluster", check)
+
+
 HELP = How("help", "--help (a real run takes minutes and writes its table)", lambda cmd, tmp: help_run(cmd))
 RUN = How("run", "run as written", lambda cmd, tmp: _run(_argv(cmd)))
 SIZE = ("--max-new-tokens", "8")
@@ -320,6 +330,15 @@ EXERCISED: dict[str, list[How]] = {
                                                      _snakemake_report)],
     "snakemake --profile workflow/profiles/slurm all -n": [How("run", "run as written (needs the SLURM plugin)",
                                                                _slurm_profile)],
+    # docs/pipeline.md, the local SLURM cluster
+    "make slurm-deps": [_dry(_has("slurm-wlm", "munge"))],
+    "workflow/profiles/slurm/local-cluster.sh up /tmp/specproof-slurm": [_slurm_cluster_test("local-cluster.sh", '"up"')],
+    "export SLURM_CONF=/tmp/specproof-slurm/slurm.conf": [_slurm_cluster_test("SLURM_CONF=str(state / \"slurm.conf\")")],
+    "sinfo": [_slurm_cluster_test("sinfo")],
+    "snakemake --profile workflow/profiles/slurm --default-resources slurm_partition=local runtime=30 "
+    "--slurm-no-account --slurm-status-command squeue study --config study=tiny-mock": [
+        _slurm_cluster_test("--slurm-no-account", '"--slurm-status-command", "squeue"', "slurm_partition=")],
+    "workflow/profiles/slurm/local-cluster.sh down /tmp/specproof-slurm": [_slurm_cluster_test('"down"')],
     # docs/benchmarks.md
     ".venv/bin/python benchmarks/target_only.py": [HELP],
     ".venv/bin/python benchmarks/ngram.py": [HELP],

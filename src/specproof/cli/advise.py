@@ -9,7 +9,8 @@ from ..errors import ConfigError
 from ..evidence.advise import ADVISE_TOKENS, advice_lines, advise, realized_speedup
 from ..evidence.provenance import run_provenance
 from ..load import heartbeat
-from ..models.loader import encoded_prompt, load_backend, load_drafter
+from ..models import loader
+from ..models.loader import encoded_prompt
 from ..records import strict_json
 from ..study.prompts import non_empty, prompt_sources, read_text
 from .common import DEFAULT_PROMPT
@@ -52,10 +53,10 @@ def cmd_advise(a) -> int:
     models = preflight_flags(target_spec, drafter_spec)
     log = logger(a.json)
     log("loading models ...")
-    target = load_backend(target_spec)
+    target = loader.load_backend(target_spec)
     prompts = prompt_ids(a, sources, target, models)
     checked = prompt_ids(a, unseen, target, models) if unseen else prompts
-    drafter = load_drafter(drafter_spec, target, a.temperature, a.seed)
+    drafter = loader.load_drafter(drafter_spec, target, a.temperature, a.seed)
     log("measuring verify cost v(B), draft step cost, and acceptance by position ...")
     with heartbeat("advise", stream=sys.stderr):
         res = advise(target, drafter, prompts, k_max=a.k_max, temperature=a.temperature, seed=a.seed,

@@ -10,7 +10,8 @@ from ..decode.policies import make_policy
 from ..evidence.provenance import run_provenance
 from ..limits import check_all
 from ..load import heartbeat
-from ..models.loader import backend_spec, draft_spec, encoded_prompt, load_backend, load_drafter, preflight_roles
+from ..models import loader
+from ..models.loader import backend_spec, draft_spec, encoded_prompt, preflight_roles
 from ..records import strict_json
 from ..study.prompts import prompt_sources
 from .common import DEFAULT_PROMPT, MODEL_FIELDS, flag
@@ -50,9 +51,9 @@ def cmd_decode(a) -> int:
     models = preflight_flags(target_spec, drafter_spec)
     log = logger(a.json)
     log(f"loading target {target_spec['backend']}:{target_spec.get('model', 'mock')} ...")
-    target = load_backend(target_spec)
+    target = loader.load_backend(target_spec)
     prompt_ids = encoded_prompt(target, where, prompt, a.chat, a.max_new_tokens, models, "--max-new-tokens")
-    drafter = load_drafter(drafter_spec, target, a.temperature, a.seed)
+    drafter = loader.load_drafter(drafter_spec, target, a.temperature, a.seed)
     with heartbeat("decode", stream=sys.stderr):
         out = ab_compare(target, drafter, prompt_ids, settings, lambda: make_policy(a.policy, a.k),
                          a.repeats, {"k": a.k, "policy": a.policy}, log)

@@ -13,12 +13,12 @@ from ..errors import ConfigError
 from ..evidence.plan import estimate, measured_plan
 from ..evidence.stages import run_stage
 from ..limits import check, output_dir
-from ..load import end_with_parent
+from .. import load
 from ..study.config import load_study
 
 
 def cmd_stage(a) -> int:
-    end_with_parent()  # a killed job's stage ends with it
+    load.end_with_parent()  # a killed job's stage ends with it
     results = output_dir(a.results, "--results")
     model_dir = a.model_dir and output_dir(a.model_dir, "--model-dir").resolve()
     if a.seed is not None:
