@@ -61,10 +61,11 @@ def test_qualification_verdict_labels_probe_flips_and_small_n():
     """Matching runs do not qualify a path whose probe flips an argmax, nor one with too
     few runs; the serialized path carries no probe flips."""
     from specproof.analysis.analyze import qualification_summary
-    qual = pd.DataFrame(
-        [{"target": "flip", "verify_mode": m, "ids_equal": True} for m in ("batched", "serialized") for _ in range(30)]
-        + [{"target": "small", "verify_mode": "batched", "ids_equal": True} for _ in range(6)]
-        + [{"target": "bad", "verify_mode": "batched", "ids_equal": i > 0} for i in range(30)])
+    qual = pd.DataFrame(  # two runs of each prompt (prompt_id i // 2)
+        [{"target": "flip", "verify_mode": m, "prompt_id": f"p{i // 2}", "ids_equal": True}
+         for m in ("batched", "serialized") for i in range(30)]
+        + [{"target": "small", "verify_mode": "batched", "prompt_id": f"p{i // 2}", "ids_equal": True} for i in range(6)]
+        + [{"target": "bad", "verify_mode": "batched", "prompt_id": f"p{i // 2}", "ids_equal": i > 0} for i in range(30)])
     bi = pd.DataFrame({"target": ["flip", "flip", "small", "bad"], "argmax_flips": [0, 1, 0, 0]})
     s = qualification_summary(qual, bi, min_runs=30).set_index(["target", "verify_mode"])
     assert s.loc[("flip", "batched"), "verdict"] == "matched, probe flips"
@@ -73,3 +74,7 @@ def test_qualification_verdict_labels_probe_flips_and_small_n():
     assert s.loc[("flip", "serialized"), "verdict"] == "qualifies"
     assert s.loc[("small", "batched"), "verdict"] == "matched, n < 30"
     assert s.loc[("bad", "batched"), "verdict"] == "fails"
+    # runs and prompts: the one changed run makes its prompt (of 15) a changed prompt
+    assert (s.loc[("bad", "batched"), "total"], s.loc[("bad", "batched"), "prompts"]) == (30, 15)
+    assert s.loc[("bad", "batched"), "changed_prompts"] == 1
+    assert s.loc[("flip", "serialized"), "changed_prompts"] == 0
